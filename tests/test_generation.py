@@ -1453,6 +1453,17 @@ def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapp
         command_argv("command:" + wrapped.format(gen="gen --out {out}"))
 
 
+def test_a_command_that_does_not_split_is_refused_without_its_secret_flags_value() -> None:
+    """An unclosed quote was refused by a line that echoed the whole command, and a --token VALUE in it reached the
+    terminal whole: the run keeps a flag's value as a secret only once the command splits (``keep_secret_options``)."""
+    from pinbench.ops.generation import command_argv
+
+    with pytest.raises(RecipeError) as caught:
+        command_argv("command:gen {request} {out} --token plain-tok-6630 'unclosed")
+    assert str(caught.value) == ("--generator command:gen {request} {out} --token *** 'unclosed: No closing quotation "
+                                 "(it is split as a shell would split it)")
+
+
 @pytest.mark.parametrize("command", ["env -S \"bash -c 'gen {out}'\"", "env -S'gen --out {out}'",
                                      "env -iS 'gen {out}'", "env --split-string='gen {out}'",
                                      "env -u B --split 'gen {out}'", "timeout 1h env -S 'gen {out}'"])
@@ -3467,6 +3478,26 @@ def test_a_secret_named_generator_options_value_is_redacted_from_the_whole_run(
     leaked = [str(path) for path in out.rglob("*") if path.is_file() and b"plain-key-9876" in path.read_bytes()]
     assert leaked == [] and "plain-key-9876" not in said.out + said.err
     assert "connecting with ***" in (out / "generation" / "generator.log").read_text()
+
+
+def test_a_secret_named_flag_of_a_command_generator_is_redacted_from_the_whole_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command generator's argv given --api-key VALUE, --token=VALUE or env's MY_TOKEN=VALUE of no token's shape:
+    each value reached the scorecard, generator.json, the report, diff.txt and what the run printed whole."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)   # the run keeps them in this process's environment
+    script = "\"$0\" \"$1\" --request \"$2\" --out \"$3\""   # the words after {out} are the flags the test plants
+    command = (f"command:env MY_TOKEN=plain-env-4417 sh -c '{script}' {sys.executable} "
+               f"{HELPERS / 'render_generator.py'} {{request}} {{out}} --api-key plain-key-5521 --token=plain-tok-6630")
+    out = tmp_path / "run"
+    outcome = _run(out, command)
+    assert outcome.exit_code == 0, outcome.message
+    said = capfd.readouterr()
+    for value in ("plain-env-4417", "plain-key-5521", "plain-tok-6630"):
+        leaked = [str(path) for path in out.rglob("*") if path.is_file() and value.encode() in path.read_bytes()]
+        assert leaked == [] and value not in said.out + said.err, (value, leaked)
+    assert "--api-key *** --token=***" in (out / "generation" / "generator.json").read_text()
 
 
 def _save_verdicts(path: Path, requests: list[Request], mine: range) -> None:

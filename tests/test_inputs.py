@@ -288,6 +288,20 @@ def test_an_input_named_like_a_token_fails_by_name_under_an_id_of_its_own(tmp_pa
     assert tasks["good.mp4"].sample_id == "good" and tasks["good.mp4"].problem is None
 
 
+def test_an_input_in_a_folder_named_like_a_token_fails_by_name(tmp_path: Path) -> None:
+    """``ghp_.../a.mp4`` had the id ``ghp_...__a``: the token glued to "__a" has no token's end, so the id was kept
+    and the token written into samples.jsonl, the shard manifest, the report and the view's data whole."""
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    _file(tmp_path / token / "a.mp4", b"x")
+    (tmp_path / "good.mp4").write_bytes(b"y")
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    bad = tasks[f"{token}/a.mp4"]
+    assert bad.sample_id.startswith("bad-name-") and token not in bad.sample_id
+    assert bad.problem == "bad file name: its sample id has the shape of a secret token"
+    assert tasks["good.mp4"].sample_id == "good"
+
+
 @pytest.mark.parametrize(("name", "value", "holder"), [
     ("MY_API_KEY", "sample", "the environment variable MY_API_KEY (named like a secret's: its value is redacted "
                              "everywhere)"),

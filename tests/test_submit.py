@@ -901,17 +901,20 @@ def test_a_token_in_a_generator_option_is_recorded_redacted(tmp_path: Path, fake
 def test_a_secret_named_generator_options_value_is_recorded_redacted(tmp_path: Path, fake_slurm: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """-g api_key=VALUE of no token's shape: a run redacts it (its name says it is a secret), yet submit recorded it
-    whole in slurm/submissions.jsonl and the command it returns. The jobs' scripts keep it: they must pass it on."""
+    whole in slurm/submissions.jsonl and the command it returns. The jobs' scripts keep it: they must pass it on. So
+    does the value of a command generator's secret-named flag (--token VALUE)."""
     from pinbench.core.provenance import KEPT_SECRETS_ENV
     from pinbench.ops import submit
 
     monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)   # submit keeps it in this process's environment
     the_plan = _plan(_generating_toy(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano",
-                     generator="command:sh ./gen.sh {request} {out}", generator_options=["api_key=plain-key-9876"])
+                     generator="command:sh ./gen.sh {request} {out} --token plain-tok-6630",
+                     generator_options=["api_key=plain-key-9876"])
     record = submit.submit_plan(the_plan)
     written = submit.submissions_path(the_plan.out_dir).read_text()
     assert "plain-key-9876" not in record.command + written and "--generator-option=api_key=***" in written
-    assert "api_key=plain-key-9876" in the_plan.phases[0].text
+    assert "plain-tok-6630" not in record.command + written and "--token ***" in written
+    assert "api_key=plain-key-9876" in the_plan.phases[0].text and "plain-tok-6630" in the_plan.phases[0].text
     # so only their owner reads them (they were 0o755: anyone on a shared cluster read the key in --out/slurm/)
     assert {stat.S_IMODE(p.script.stat().st_mode) for p in the_plan.phases} == {0o700}
 

@@ -756,6 +756,23 @@ def bundle(runs, tmp_path_factory) -> Path:
     return dest
 
 
+def test_a_bundle_of_a_video_named_like_a_token_writes_the_token_nowhere(runs, tmp_path: Path) -> None:
+    """A video named like a token fails by name (its id is ``bad-name-...``), yet the page still shows it, and the
+    bundle's media.json listed its source path, token and all, where every data script holds ``***``."""
+    token = "hf_" + "Ab3De6Gh9Jk2Mn5Pq8St"
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for name, source in (("ok", "texture_right_8fps"), (token, "short_8fps")):   # other bytes: two media
+        shutil.copyfile(runs["dd"] / "fixture_data" / f"{source}.mp4", videos / f"{name}.mp4")
+    run, dest = tmp_path / "run", tmp_path / "view"
+    _pinbench("run", "dynamic-degree", "-c", "m", "-o", f"videos={videos}", "-o", "flow=farneback", "--skip-doctor",
+              "--out", str(run), ok=(2,))   # the token's video fails: a partial run
+    _pinbench("view", "--bundle", str(dest), str(run))
+    assert "/***.mp4" in (dest / "media.json").read_text()
+    assert [str(p) for p in [*run.rglob("*"), *dest.rglob("*")] if p.is_file() and token.encode() in p.read_bytes()] \
+        == []
+
+
 def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(bundle, runs) -> None:
     everything = json.loads((bundle / "media.json").read_text())
     images = {n: e for n, e in everything.items() if n.endswith(".png")}   # the I2V conditioning images

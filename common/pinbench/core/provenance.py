@@ -160,6 +160,7 @@ def is_secret_name(name: str) -> bool:
 # The values ``keep_secret`` was given, as a JSON list: in the environment, so that every process a run starts (its
 # generator's, a command's) redacts them too.
 KEPT_SECRETS_ENV = "PINBENCH_SECRET_VALUES"
+_FLAG_NAME = re.compile(r"-{0,2}[A-Za-z0-9_.-]+")
 
 
 def keep_secret(values: Iterable[str]) -> None:
@@ -170,10 +171,30 @@ def keep_secret(values: Iterable[str]) -> None:
         os.environ[KEPT_SECRETS_ENV] = json.dumps(sorted(kept))
 
 
-def keep_secret_options(options: Mapping[str, str]) -> None:
+def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None = None) -> None:
     """``keep_secret`` of the secret-named ones among a command's -g options (``is_secret_field``: api_key=,
-    password=, token=): each command given them (run, submit) redacts their values from what it writes and prints."""
+    password=, token=) and among a ``command:`` generator's ``argv`` flags (``--token VALUE``, ``--api-key=VALUE``,
+    env's ``API_KEY=VALUE``): each command given them (run, submit) redacts their values from what it writes and
+    prints. A flag's value of no token's shape reached the scorecard, generator.json, the report and diff.txt."""
     keep_secret(value for name, value in options.items() if is_secret_field(name))
+    keep_secret(secret_flag_values(argv or ()))
+
+
+def secret_flag_values(argv: Sequence[str]) -> list[str]:
+    """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret."""
+    return [value for value in (_flag_secret(word, after) for word, after in pairwise([*argv, ""]))
+            if value and "{" not in value]
+
+
+def _flag_secret(word: str, after: str) -> str | None:
+    """The value a secret-named argv flag gives: its own after '=' (--token=V, API_KEY=V), else the next word's
+    (--token V); None for any other word (a shell's -c script with a '=' in it is no flag)."""
+    name, equals, value = word.partition("=")
+    if not _FLAG_NAME.fullmatch(name) or not is_secret_field(name):
+        return None
+    if equals:
+        return value
+    return after if name.startswith("-") and not after.startswith("-") else None
 
 
 def _kept_secrets(text: str | None) -> list[str]:

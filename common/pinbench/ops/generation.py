@@ -82,7 +82,7 @@ from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS
-from pinbench.core.provenance import redact, scrub
+from pinbench.core.provenance import redact, scrub, secret_flag_values
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused, alone_in, lock_name, process_stat
@@ -161,7 +161,9 @@ def command_argv(spec: str) -> list[str]:
     try:
         argv = shlex.split(spec.removeprefix("command:"))
     except ValueError as exc:
-        raise RecipeError(f"--generator {spec}: {exc} (it is split as a shell would split it)") from None
+        # a secret flag's value (--token VALUE) is kept only once it splits: hidden here from its words
+        shown = redact(spec, secret_flag_values(spec.split()))
+        raise RecipeError(f"--generator {shown}: {exc} (it is split as a shell would split it)") from None
     unknown = sorted({m["name"] for arg in argv for m in _BRACED.finditer(arg)
                       if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
     if unknown:

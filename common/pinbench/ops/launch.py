@@ -27,11 +27,10 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     """Run the procedure of ``cfg.recipe`` in ``cfg.out_dir`` once the directory is claimed for this run
     (``pinbench.core.rundir``: one recipe, checkpoint and mode per directory; one live process per shard)."""
     recipe = get_recipe(cfg.recipe)
-    keep_secret_options(cfg.generator_options)
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
-    generation = Generating(None if cfg.generator is None else
-                            GeneratorSpec(cfg.generator, cfg.generator_options, timeout), recipe,
-                            skip_generation=cfg.skip_generation, out_dir=cfg.out_dir)
+    spec = None if cfg.generator is None else GeneratorSpec(cfg.generator, cfg.generator_options, timeout)
+    keep_secret_options(cfg.generator_options, spec and spec.command)
+    generation = Generating(spec, recipe, skip_generation=cfg.skip_generation, out_dir=cfg.out_dir)
     # the recipe's code imported when it runs: a rerun may answer without it; its ways on name this run's fetch
     with claim_run_dir(cfg) as claim, fetching_as(recipe, cfg):
         try:

@@ -211,7 +211,9 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     _check_sbatch_values(request)
     cwd = (cwd or Path.cwd()).resolve()
     configs = [_config(request, phase, cwd) for phase in layout]
-    keep_secret_options(configs[0].generator_options)   # the submission's record and what submit says redact them
+    generator = configs[0].generator or ""   # the submission's record and what submit says redact them
+    keep_secret_options(configs[0].generator_options,
+                        command_argv(generator) if generator.startswith("command:") else None)
     out_dir, inputs = configs[0].out_dir, input_paths(configs[0], cwd)
     try:   # as pinbench run refuses it: each job was refused once scheduled, after the scripts were written there
         check_out_dir_outside(configs[0], inputs, cwd)

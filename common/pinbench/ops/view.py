@@ -32,7 +32,7 @@ from pinbench.core.files import (
     write_atomic,
     write_if_changed,
 )
-from pinbench.core.provenance import COMPACT_JSON
+from pinbench.core.provenance import COMPACT_JSON, scrub
 from pinbench.ops import localweb
 from pinbench.results.view import Image, Video, View
 
@@ -301,5 +301,6 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     for stale in (dest / "media").iterdir():
         if stale.name not in listing:
             stale.unlink()
-    write_atomic(dest / "media.json", json.dumps(listing, indent=1, sort_keys=True) + "\n")
+    # scrubbed as the data scripts are: a video a run refused for its token-shaped name is still shown, by its path
+    write_atomic(dest / "media.json", json.dumps(scrub(listing), indent=1, sort_keys=True) + "\n")
     return dest / "index.html"
