@@ -845,3 +845,15 @@ def test_hostile_lines_of_odd_schemes_and_escaped_slashes_are_redacted_in_linear
             "print(min(map(len, lines)) > 980000, *(out.count('***') for out in outs), outs[1][-6:])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert result.stdout.split() == ["True", "0", "1", "0", "0", "0", "b:***@"]
+
+
+def test_a_secret_named_option_s_number_is_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--token-budget 100000`` or ``-g token_limit=131072`` is named like a secret but counts: kept as a secret,
+    its digits were hidden in every value, id and path written (0.1000001 read 0.***1). A word is kept."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV, keep_secret_options, redact
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
+    keep_secret_options({"token_limit": "131072", "api_key": "plain-key-5521"},
+                        ["gen", "--token-budget", "100000", "--token=1e-30", "--token", "plain-tok-6630"])
+    assert redact("0.1000001 after 131072 steps, 1e-30") == "0.1000001 after 131072 steps, 1e-30"
+    assert redact("--api-key plain-key-5521 --token plain-tok-6630") == "--api-key *** --token ***"

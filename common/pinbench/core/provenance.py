@@ -176,14 +176,24 @@ def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None =
     password=, token=) and among a ``command:`` generator's ``argv`` flags (``--token VALUE``, ``--api-key=VALUE``,
     env's ``API_KEY=VALUE``): each command given them (run, submit) redacts their values from what it writes and
     prints. A flag's value of no token's shape reached the scorecard, generator.json, the report and diff.txt."""
-    keep_secret(value for name, value in options.items() if is_secret_field(name))
+    keep_secret(value for name, value in options.items() if is_secret_field(name) and not _number(value))
     keep_secret(secret_flag_values(argv or ()))
 
 
 def secret_flag_values(argv: Sequence[str]) -> list[str]:
     """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret."""
     return [value for value in (_flag_secret(word, after) for word, after in pairwise([*argv, ""]))
-            if value and "{" not in value]
+            if value and "{" not in value and not _number(value)]
+
+
+def _number(value: str) -> bool:
+    """Whether a secret-named option's value is a number (``--token-budget 100000``, ``-g token_limit=131072``): a
+    count, never a credential, and kept as one it hid that number's digits in every value, path and id written."""
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _flag_secret(word: str, after: str) -> str | None:
