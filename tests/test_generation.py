@@ -3291,6 +3291,27 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
     assert not (tmp_path / "other").exists()
 
 
+def test_the_folder_generator_reuses_every_copy_when_its_dir_is_spelled_another_way(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The same -g dir by another spelling (a symlink to it, a path through ``..``) is the same folder of the
+    same files: each copy is keyed by its file's SHA-256 and the folder by its resolved path. The raw spelling,
+    kept in the signature's ``-g`` too, made it another generator: every rollout copied again ("4 recomputed:
+    generator changed", a line per record moved aside) and the scorecard moved aside as of other rollouts."""
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine = tmp_path / "mine"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    (mine / "sub").mkdir()
+    (tmp_path / "link").symlink_to(mine)
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
+    for spelling in (tmp_path / "link", mine / "sub" / ".."):
+        capfd.readouterr()
+        again = _run(tmp_path / "run", "folder", dir=str(spelling))
+        said = capfd.readouterr().err
+        assert again.exit_code == 0, again.message
+        assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in said and "moved" not in said, said
+
+
 def test_a_rollout_that_is_there_but_wrong_fails_as_invalid_and_a_missing_one_as_no_rollout(tmp_path: Path) -> None:
     """A folder's file of the wrong length failed its sample as ``NotGenerated: no rollout: ValueError: invalid
     rollout: ...``: "no rollout" of a file that is there, and two Python class names. It says what happened; a

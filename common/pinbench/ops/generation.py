@@ -1254,7 +1254,10 @@ class Generating:
         try:
             caps = described["capabilities"]
             signature = with_factory(with_source(Signature(**described["signature"]), described["source"]), target)
-            yield _Maker(with_options(signature, self.spec.options),
+            # folder's only option, -g dir, is in its signature resolved: its spelling (a symlink, a ..) is no other
+            # generator, and was, every rollout copied again and the scorecard moved aside as of other rollouts
+            options = {} if target == SHIPPED["folder"] else self.spec.options
+            yield _Maker(with_options(signature, options),
                          Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
                                       max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"])),
                          lambda request, out: worker.generate(request, out, timeout),
