@@ -3575,6 +3575,23 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
 
 
+def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command that added its own suffix to ``{out}`` (``out + '.mp4'``, as many a tool's ``--output`` does):
+    its sample said only "wrote nothing to the path it was given", and the hidden file it wrote (no partial's
+    name, so no rerun removed it) stayed in the rollouts folder, one more each run, named nowhere."""
+    script = tmp_path / "suffixed.py"
+    script.write_text("import pathlib, sys\npathlib.Path(sys.argv[1] + '.mp4').write_bytes(b'not scored')\n")
+    for _ in range(2):
+        outcome = _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+        assert outcome.exit_code == 2
+        error = load_records(tmp_path / "run" / "generation")["edge.task_0000"].error
+        assert error == ("no rollout: edge/task_0000.mp4: the generator wrote nothing to the path it was given "
+                         "(.task_0000.partial.mp4) but wrote .task_0000.partial.mp4.mp4 beside it: write the "
+                         "rollout to that very path (a command's {out}), adding nothing to its name"), error
+        assert sorted(p.name for p in (tmp_path / "run" / "rollouts" / "edge").iterdir()) == []
+
+
 def _still_running(pids: Path, expected: int) -> list[int]:
     """The processes ``pids`` lists (``expected`` of them) that still run, a moment later (dead ones not yet reaped
     are not running); killed, so that a red test leaves none behind."""

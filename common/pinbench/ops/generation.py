@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import errno
 import functools
+import glob
 import hashlib
 import importlib
 import importlib.machinery
@@ -1389,7 +1390,8 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
                                  "checked")
             _untouched(request, before.inputs)
         if not os.path.lexists(partial):
-            raise GeneratorError(f"{NO_ROLLOUT}{request.output}: the generator wrote nothing to the path it was given")
+            raise GeneratorError(f"{NO_ROLLOUT}{request.output}: the generator wrote nothing to the path it was "
+                                 f"given{_suffixed(partial)}")
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -1581,6 +1583,17 @@ def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> 
     return dataclasses.replace(summary, records={**summary.records, **changed},
                                n_failed=summary.n_failed + len(changed), n_done=summary.n_done - from_done,
                                n_reused=summary.n_reused - len(changed) + from_done)
+
+
+def _suffixed(partial: Path) -> str:
+    """What a generator wrote at its out with a suffix added (``out + '.mp4'``, a tool's own extension), removed
+    (no partial's name: no rerun removed it, one more hidden file each run); the words that name it, else ""."""
+    wrote = sorted(path for path in partial.parent.glob(f"{glob.escape(partial.name)}?*")
+                   if not PARTIAL_ROLLOUT.fullmatch(path.name))   # another request's partial, not this one's
+    for path in wrote:
+        _clear(path)
+    return (f" ({partial.name}) but wrote {wrote[0].name} beside it: write the rollout to that very path (a "
+            "command's {out}), adding nothing to its name") if wrote else ""
 
 
 def _clear(path: Path) -> None:
