@@ -1205,8 +1205,12 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     request = _request(kind="prompt-schedule", output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(
         Prompt("grey"),))
     signature = Signature("test", "none")
-    with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: not a regular file"):
-        _keep(request, tmp_path, signature, lambda _request, out: (out / "inner").mkdir(parents=True))
+    # what the folder holds is named (a tool that takes its --output for a folder writes its video in it): it
+    # said "not a regular file", no hint of where the video went
+    with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: a folder \(holding inner, video.mp4\), "
+                       r"not a video file: write the rollout to that path itself, not into a folder there$"):
+        _keep(request, tmp_path, signature, lambda _request, out: [(out / "inner").mkdir(parents=True),
+                                                                   (out / "video.mp4").write_bytes(b"")])
     assert not _partial(tmp_path, request).exists()
     _partial(tmp_path, request).mkdir()   # a folder left by a run killed there
     kept = _keep(request, tmp_path, signature, Static().generate)

@@ -957,6 +957,10 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     if not path.exists():
         hint = (near or NearNames())(path)
         return [f"{path}: no rollout{hint}" if hint else f"{path}: no rollout (the generator wrote nothing there)"]
+    if path.is_dir():   # a tool that takes its --output for a folder: where its video went
+        held = ", ".join(sorted(p.name for p in path.iterdir())[:3]) or "nothing"
+        return [f"{path}: a folder (holding {held}), not a video file: write the rollout to that path itself, "
+                "not into a folder there"]
     if not path.is_file():
         return [f"{path}: not a regular file"]
     try:
