@@ -2201,6 +2201,20 @@ def test_a_failed_command_generator_is_named_with_the_last_line_it_printed(tmp_p
     assert token not in said and token not in (tmp_path / "log").read_text()
 
 
+def test_a_failed_command_generators_coloured_last_line_is_named_without_its_colour_codes(tmp_path: Path) -> None:
+    """A logger that colours its errors (loguru, rich): the sample's reason held its escape codes, which the run's
+    ending wrote to the terminal as they are and failures.tsv and the scorecard kept (``\\x1b[31m...``). The log
+    keeps what was printed."""
+    from pinbench.ops.generation import GeneratorError, _run_command
+
+    script = "import sys; print('\\x1b[1;31mERROR\\x1b[0m | out of memory\\x1b[K'); sys.exit(1)"
+    with pytest.raises(GeneratorError) as caught:
+        _run_command([sys.executable, "-c", script], _request(), tmp_path / "out.mp4", 60, tmp_path / "log",
+                     tmp_path)
+    assert str(caught.value) == f"the generator exited 1: ERROR | out of memory (log: {tmp_path / 'log'})"
+    assert "\x1b[1;31mERROR" in (tmp_path / "log").read_text()
+
+
 def test_a_change_to_the_recipes_code_keeps_the_rollouts_and_scores_them_again(
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Generation records are keyed by their request, the generator's signature and the image, not by the recipe's

@@ -83,7 +83,7 @@ from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS
-from pinbench.core.provenance import redact, scrub
+from pinbench.core.provenance import ANSI, redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused, alone_in, lock_name, process_stat
@@ -710,7 +710,7 @@ class _RedactedLog:
     """The write end (``fd``) of a pipe whose lines a thread appends to ``log``, secrets redacted (``redact``): what
     a generator prints (a library logging its login, a token in a traceback) reaches the run's log only this way.
     A line longer than ``_LINE_LIMIT`` is redacted in pieces. ``last``: the last line that was not blank, redacted
-    (what a failed command said last, most often its error: its failure names it)."""
+    and without colour codes (what a failed command said last, most often its error: its failure names it)."""
 
     def __init__(self, log: Path) -> None:
         read, self.fd = os.pipe()
@@ -724,7 +724,7 @@ class _RedactedLog:
                 text = redact(line.decode("utf-8", errors="replace"))
                 sink.write(text.encode("utf-8"))
                 sink.flush()
-                self.last = " ".join(text.split()) or self.last
+                self.last = " ".join(ANSI.sub("", text).split()) or self.last
 
     def handed(self) -> None:
         """Close this process's write end once the child holds its own: the copy ends when the child's group does."""
