@@ -2201,6 +2201,21 @@ def test_a_failed_command_generator_is_named_with_the_last_line_it_printed(tmp_p
     assert token not in said and token not in (tmp_path / "log").read_text()
 
 
+def test_a_commands_prompt_schedule_option_is_a_yes_or_no_and_anything_else_is_refused() -> None:
+    """``-g prompt_schedule=`` took anything but 0, false and no for yes: ``False``, ``off`` or ``NO`` declared a
+    command that follows a schedule of several prompts, which then got schedules it reads the first prompt of."""
+    from pinbench.ops.generation import command_capabilities
+
+    for no in ("0", "false", "False", "no", "NO", "off"):
+        assert not command_capabilities({"prompt_schedule": no}).prompt_schedule, no
+    for yes in ("1", "true", "True", "yes", "on"):
+        assert command_capabilities({"prompt_schedule": yes}).prompt_schedule, yes
+    assert command_capabilities({}).prompt_schedule
+    with pytest.raises(RecipeError, match=r"^-g prompt_schedule: '2' is not a boolean \(1/0, true/false, yes/no, "
+                                          r"on/off\)$"):
+        command_capabilities({"prompt_schedule": "2"})
+
+
 def test_a_failed_command_generators_coloured_last_line_is_named_without_its_colour_codes(tmp_path: Path) -> None:
     """A logger that colours its errors (loguru, rich): the sample's reason held its escape codes, which the run's
     ending wrote to the terminal as they are and failures.tsv and the scorecard kept (``\\x1b[31m...``). The log

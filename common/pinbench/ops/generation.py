@@ -82,7 +82,7 @@ from pinbench.core.generation import (
 from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
-from pinbench.core.options import OFFLINE_VARS
+from pinbench.core.options import OFFLINE_VARS, OptionError, boolean
 from pinbench.core.provenance import ANSI, redact, scrub
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
@@ -568,9 +568,12 @@ def command_capabilities(options: Mapping[str, str]) -> Capabilities:
         max_frames = int(options["max_frames"]) if "max_frames" in options else None
     except ValueError:
         raise RecipeError(f"-g max_frames: {options['max_frames']!r} is not a whole number") from None
+    try:   # (it read any word but 0, false and no as yes: False, off)
+        schedule = boolean(options.get("prompt_schedule", "1"), "-g prompt_schedule")
+    except OptionError as exc:
+        raise RecipeError(str(exc)) from None
     return Capabilities(kinds=listed("kinds", tuple(KINDS)), conditioning=listed("conditioning", ROLES),
-                        prompt_schedule=options.get("prompt_schedule", "1") not in ("0", "false", "no"),
-                        max_frames=max_frames)
+                        prompt_schedule=schedule, max_frames=max_frames)
 
 
 def command_signature(argv: Sequence[str], options: Mapping[str, str]) -> Signature:
