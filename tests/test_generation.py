@@ -2216,6 +2216,18 @@ def test_a_commands_prompt_schedule_option_is_a_yes_or_no_and_anything_else_is_r
         command_capabilities({"prompt_schedule": "2"})
 
 
+def test_a_commands_max_frames_below_one_is_refused_saying_how_to_ask_no_limit() -> None:
+    """``-g max_frames=-1`` (a common "no limit") or ``0`` was taken, and every request was then refused, after the
+    fixture's data was built, as "it makes at most -1 frames"."""
+    from pinbench.ops.generation import command_capabilities
+
+    for bad in ("-1", "0"):
+        with pytest.raises(RecipeError, match=rf"^-g max_frames: '{bad}' is not a whole number of 1 or more \(leave "
+                                              r"it out for no limit\)$"):
+            command_capabilities({"max_frames": bad})
+    assert command_capabilities({"max_frames": "1"}).max_frames == 1
+
+
 def test_a_failed_command_generators_coloured_last_line_is_named_without_its_colour_codes(tmp_path: Path) -> None:
     """A logger that colours its errors (loguru, rich): the sample's reason held its escape codes, which the run's
     ending wrote to the terminal as they are and failures.tsv and the scorecard kept (``\\x1b[31m...``). The log

@@ -568,6 +568,9 @@ def command_capabilities(options: Mapping[str, str]) -> Capabilities:
         max_frames = int(options["max_frames"]) if "max_frames" in options else None
     except ValueError:
         raise RecipeError(f"-g max_frames: {options['max_frames']!r} is not a whole number") from None
+    if max_frames is not None and max_frames < 1:   # (-1, a common "no limit", refused every request)
+        raise RecipeError(f"-g max_frames: {options['max_frames']!r} is not a whole number of 1 or more (leave it "
+                          "out for no limit)")
     try:   # (it read any word but 0, false and no as yes: False, off)
         schedule = boolean(options.get("prompt_schedule", "1"), "-g prompt_schedule")
     except OptionError as exc:
