@@ -1205,8 +1205,12 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     request = _request(kind="prompt-schedule", output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(
         Prompt("grey"),))
     signature = Signature("test", "none")
-    with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: not a regular file"):
-        _keep(request, tmp_path, signature, lambda _request, out: (out / "inner").mkdir(parents=True))
+    # what the folder holds is named (a tool that takes its --output for a folder writes its video in it): it
+    # said "not a regular file", no hint of where the video went
+    with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: a folder \(holding inner, video.mp4\), "
+                       r"not a video file: write the rollout to that path itself, not into a folder there$"):
+        _keep(request, tmp_path, signature, lambda _request, out: [(out / "inner").mkdir(parents=True),
+                                                                   (out / "video.mp4").write_bytes(b"")])
     assert not _partial(tmp_path, request).exists()
     _partial(tmp_path, request).mkdir()   # a folder left by a run killed there
     kept = _keep(request, tmp_path, signature, Static().generate)
@@ -2206,6 +2210,47 @@ def test_a_failed_command_generator_is_named_with_the_last_line_it_printed(tmp_p
     said = str(caught.value)
     assert said.startswith("the generator exited 1: no checkpoint at /ckpt/model.pt (token "), said
     assert token not in said and token not in (tmp_path / "log").read_text()
+
+
+def test_a_commands_prompt_schedule_option_is_a_yes_or_no_and_anything_else_is_refused() -> None:
+    """``-g prompt_schedule=`` took anything but 0, false and no for yes: ``False``, ``off`` or ``NO`` declared a
+    command that follows a schedule of several prompts, which then got schedules it reads the first prompt of."""
+    from pinbench.ops.generation import command_capabilities
+
+    for no in ("0", "false", "False", "no", "NO", "off"):
+        assert not command_capabilities({"prompt_schedule": no}).prompt_schedule, no
+    for yes in ("1", "true", "True", "yes", "on"):
+        assert command_capabilities({"prompt_schedule": yes}).prompt_schedule, yes
+    assert command_capabilities({}).prompt_schedule
+    with pytest.raises(RecipeError, match=r"^-g prompt_schedule: '2' is not a boolean \(1/0, true/false, yes/no, "
+                                          r"on/off\)$"):
+        command_capabilities({"prompt_schedule": "2"})
+
+
+def test_a_commands_max_frames_below_one_is_refused_saying_how_to_ask_no_limit() -> None:
+    """``-g max_frames=-1`` (a common "no limit") or ``0`` was taken, and every request was then refused, after the
+    fixture's data was built, as "it makes at most -1 frames"."""
+    from pinbench.ops.generation import command_capabilities
+
+    for bad in ("-1", "0"):
+        with pytest.raises(RecipeError, match=rf"^-g max_frames: '{bad}' is not a whole number of 1 or more \(leave "
+                                              r"it out for no limit\)$"):
+            command_capabilities({"max_frames": bad})
+    assert command_capabilities({"max_frames": "1"}).max_frames == 1
+
+
+def test_a_failed_command_generators_coloured_last_line_is_named_without_its_colour_codes(tmp_path: Path) -> None:
+    """A logger that colours its errors (loguru, rich): the sample's reason held its escape codes, which the run's
+    ending wrote to the terminal as they are and failures.tsv and the scorecard kept (``\\x1b[31m...``). The log
+    keeps what was printed."""
+    from pinbench.ops.generation import GeneratorError, _run_command
+
+    script = "import sys; print('\\x1b[1;31mERROR\\x1b[0m | out of memory\\x1b[K'); sys.exit(1)"
+    with pytest.raises(GeneratorError) as caught:
+        _run_command([sys.executable, "-c", script], _request(), tmp_path / "out.mp4", 60, tmp_path / "log",
+                     tmp_path)
+    assert str(caught.value) == f"the generator exited 1: ERROR | out of memory (log: {tmp_path / 'log'})"
+    assert "\x1b[1;31mERROR" in (tmp_path / "log").read_text()
 
 
 def test_a_change_to_the_recipes_code_keeps_the_rollouts_and_scores_them_again(
@@ -3302,6 +3347,27 @@ def test_the_folder_generator_scores_rollouts_made_elsewhere_and_never_a_stale_c
     assert not (tmp_path / "other").exists()
 
 
+def test_the_folder_generator_reuses_every_copy_when_its_dir_is_spelled_another_way(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The same -g dir by another spelling (a symlink to it, a path through ``..``) is the same folder of the
+    same files: each copy is keyed by its file's SHA-256 and the folder by its resolved path. The raw spelling,
+    kept in the signature's ``-g`` too, made it another generator: every rollout copied again ("4 recomputed:
+    generator changed", a line per record moved aside) and the scorecard moved aside as of other rollouts."""
+    made = _run(tmp_path / "made", RENDER)
+    assert made.exit_code == 0, made.message
+    mine = tmp_path / "mine"
+    shutil.copytree(tmp_path / "made" / "rollouts", mine)
+    (mine / "sub").mkdir()
+    (tmp_path / "link").symlink_to(mine)
+    assert _run(tmp_path / "run", "folder", dir=str(mine)).exit_code == 0
+    for spelling in (tmp_path / "link", mine / "sub" / ".."):
+        capfd.readouterr()
+        again = _run(tmp_path / "run", "folder", dir=str(spelling))
+        said = capfd.readouterr().err
+        assert again.exit_code == 0, again.message
+        assert "generate: 4 samples: 0 done, 4 reused, 0 failed" in said and "moved" not in said, said
+
+
 def test_a_rollout_that_is_there_but_wrong_fails_as_invalid_and_a_missing_one_as_no_rollout(tmp_path: Path) -> None:
     """A folder's file of the wrong length failed its sample as ``NotGenerated: no rollout: ValueError: invalid
     rollout: ...``: "no rollout" of a file that is there, and two Python class names. It says what happened; a
@@ -3583,6 +3649,23 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
     assert len(stray) == 4
     for path in stray:
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
+
+
+def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A command that added its own suffix to ``{out}`` (``out + '.mp4'``, as many a tool's ``--output`` does):
+    its sample said only "wrote nothing to the path it was given", and the hidden file it wrote (no partial's
+    name, so no rerun removed it) stayed in the rollouts folder, one more each run, named nowhere."""
+    script = tmp_path / "suffixed.py"
+    script.write_text("import pathlib, sys\npathlib.Path(sys.argv[1] + '.mp4').write_bytes(b'not scored')\n")
+    for _ in range(2):
+        outcome = _run(tmp_path / "run", f"command:{sys.executable} {script} {{out}}")
+        assert outcome.exit_code == 2
+        error = load_records(tmp_path / "run" / "generation")["edge.task_0000"].error
+        assert error == ("no rollout: edge/task_0000.mp4: the generator wrote nothing to the path it was given "
+                         "(.task_0000.partial.mp4) but wrote .task_0000.partial.mp4.mp4 beside it: write the "
+                         "rollout to that very path (a command's {out}), adding nothing to its name"), error
+        assert sorted(p.name for p in (tmp_path / "run" / "rollouts" / "edge").iterdir()) == []
 
 
 def _still_running(pids: Path, expected: int) -> list[int]:

@@ -49,6 +49,15 @@ def finite_at_least_zero(text: str) -> float | None:
     return number + 0.0 if math.isfinite(number) and number >= 0 else None   # -0.0 + 0.0 is 0.0
 
 
+def boolean(raw: Any, where: str) -> bool:
+    """``raw`` as a boolean word (1/0, true/false, yes/no, on/off, any case); OptionError naming ``where`` else: a
+    check for the false words alone read ``False`` or ``off`` as true."""
+    word = str(raw).strip().lower()
+    if word not in _TRUE + _FALSE:
+        raise OptionError(f"{where}: {raw!r} is not a boolean (1/0, true/false, yes/no, on/off)")
+    return word in _TRUE
+
+
 def expand_user(value: str, where: str) -> Path:
     """``value`` as a path, ``~`` and ``~user`` expanded; OptionError naming ``where`` when there is no such home
     folder (``Path.expanduser`` said only "Could not determine home directory.", naming neither option nor path)."""
@@ -137,12 +146,7 @@ class OptionSpec:
                 raise OptionError(f"{where}: {', '.join(map(repr, bad))} not in {', '.join(self.choices)}{alias}")
             return tuple(dict.fromkeys(items))
         if self.type == "bool":
-            if isinstance(raw, bool):
-                return raw
-            word = str(raw).strip().lower()
-            if word not in _TRUE + _FALSE:
-                raise OptionError(f"{where}: {raw!r} is not a boolean (1/0, true/false, yes/no, on/off)")
-            return word in _TRUE
+            return raw if isinstance(raw, bool) else boolean(raw, where)
         if self.type in ("int", "float"):
             return self._number(raw, where)
         value = str(raw).strip() if text is not None else str(raw)

@@ -354,6 +354,11 @@ def _may_match(text: str) -> bool:
             or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None))
 
 
+# Terminal colour codes: what a process printed, kept in one line that a record or the console shows, loses them
+# (a builder wraps every character in them; a logger colours its errors)
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def redact(text: str, extra: Iterable[str] = ()) -> str:
     """Replace Hugging Face, GitHub, GitLab, sk-, Slack and AWS tokens (key ids; secret keys beside a name or a key
     id), PEM private key bodies, Slack webhook paths, Azure account keys and SAS signatures, URL passwords and token

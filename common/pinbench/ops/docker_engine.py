@@ -26,11 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.provenance import BASE_IMAGE_ENV, IMAGE_DIGEST_ENV, base_image_record, is_secret_name, redact
+from pinbench.core.provenance import ANSI, BASE_IMAGE_ENV, IMAGE_DIGEST_ENV, base_image_record, is_secret_name, redact
 
 SCORING_STAGES = frozenset({"score", "scoring"})
-# Colour codes: the classic builder wraps every character of a step's stderr in them.
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 BASE_IMAGE_LABEL = "org.pinbench.base-image"
 RUN_DIR_LABEL = "org.pinbench.run-dir"  # the host run directory a stage's container writes
 
@@ -62,7 +60,7 @@ class _LineLog:
             if targets else None
 
     def _emit(self, line: str) -> None:
-        line = _ANSI.sub("", line).rstrip("\r")
+        line = ANSI.sub("", line).rstrip("\r")
         if self.path_re is not None:
             line = self.path_re.sub(lambda m: self.paths[m.group(1)], line)
         self.log(self.prefix + redact(line, self.secrets))

@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import errno
 import functools
+import glob
 import hashlib
 import importlib
 import importlib.machinery
@@ -81,8 +82,8 @@ from pinbench.core.generation import (
 from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
-from pinbench.core.options import OFFLINE_VARS
-from pinbench.core.provenance import redact, scrub, secret_flag_values
+from pinbench.core.options import OFFLINE_VARS, OptionError, boolean
+from pinbench.core.provenance import ANSI, redact, scrub, secret_flag_values
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused, alone_in, lock_name, process_stat
@@ -569,9 +570,15 @@ def command_capabilities(options: Mapping[str, str]) -> Capabilities:
         max_frames = int(options["max_frames"]) if "max_frames" in options else None
     except ValueError:
         raise RecipeError(f"-g max_frames: {options['max_frames']!r} is not a whole number") from None
+    if max_frames is not None and max_frames < 1:   # (-1, a common "no limit", refused every request)
+        raise RecipeError(f"-g max_frames: {options['max_frames']!r} is not a whole number of 1 or more (leave it "
+                          "out for no limit)")
+    try:   # (it read any word but 0, false and no as yes: False, off)
+        schedule = boolean(options.get("prompt_schedule", "1"), "-g prompt_schedule")
+    except OptionError as exc:
+        raise RecipeError(str(exc)) from None
     return Capabilities(kinds=listed("kinds", tuple(KINDS)), conditioning=listed("conditioning", ROLES),
-                        prompt_schedule=options.get("prompt_schedule", "1") not in ("0", "false", "no"),
-                        max_frames=max_frames)
+                        prompt_schedule=schedule, max_frames=max_frames)
 
 
 def command_signature(argv: Sequence[str], options: Mapping[str, str]) -> Signature:
@@ -711,7 +718,7 @@ class _RedactedLog:
     """The write end (``fd``) of a pipe whose lines a thread appends to ``log``, secrets redacted (``redact``): what
     a generator prints (a library logging its login, a token in a traceback) reaches the run's log only this way.
     A line longer than ``_LINE_LIMIT`` is redacted in pieces. ``last``: the last line that was not blank, redacted
-    (what a failed command said last, most often its error: its failure names it)."""
+    and without colour codes (what a failed command said last, most often its error: its failure names it)."""
 
     def __init__(self, log: Path) -> None:
         read, self.fd = os.pipe()
@@ -725,7 +732,7 @@ class _RedactedLog:
                 text = redact(line.decode("utf-8", errors="replace"))
                 sink.write(text.encode("utf-8"))
                 sink.flush()
-                self.last = " ".join(text.split()) or self.last
+                self.last = " ".join(ANSI.sub("", text).split()) or self.last
 
     def handed(self) -> None:
         """Close this process's write end once the child holds its own: the copy ends when the child's group does."""
@@ -958,6 +965,13 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     if not path.exists():
         hint = (near or NearNames())(path)
         return [f"{path}: no rollout{hint}" if hint else f"{path}: no rollout (the generator wrote nothing there)"]
+    if path.is_dir():   # a tool that takes its --output for a folder: where its video went
+        try:
+            held = f"holding {', '.join(sorted(p.name for p in path.iterdir())[:3]) or 'nothing'}"
+        except OSError as exc:   # one it may not list
+            held = f"unlisted: {exc.strerror}"
+        return [f"{path}: a folder ({held}), not a video file: write the rollout to that path itself, "
+                "not into a folder there"]
     if not path.is_file():
         return [f"{path}: not a regular file"]
     try:
@@ -1256,7 +1270,10 @@ class Generating:
         try:
             caps = described["capabilities"]
             signature = with_factory(with_source(Signature(**described["signature"]), described["source"]), target)
-            yield _Maker(with_options(signature, self.spec.options),
+            # folder's only option, -g dir, is in its signature resolved: its spelling (a symlink, a ..) is no other
+            # generator, and was, every rollout copied again and the scorecard moved aside as of other rollouts
+            options = {} if target == SHIPPED["folder"] else self.spec.options
+            yield _Maker(with_options(signature, options),
                          Capabilities(kinds=frozenset(caps["kinds"]), prompt_schedule=caps["prompt_schedule"],
                                       max_frames=caps["max_frames"], conditioning=frozenset(caps["conditioning"])),
                          lambda request, out: worker.generate(request, out, timeout),
@@ -1388,7 +1405,8 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
                                  "checked")
             _untouched(request, before.inputs)
         if not os.path.lexists(partial):
-            raise GeneratorError(f"{NO_ROLLOUT}{request.output}: the generator wrote nothing to the path it was given")
+            raise GeneratorError(f"{NO_ROLLOUT}{request.output}: the generator wrote nothing to the path it was "
+                                 f"given{_suffixed(partial)}")
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
@@ -1580,6 +1598,17 @@ def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> 
     return dataclasses.replace(summary, records={**summary.records, **changed},
                                n_failed=summary.n_failed + len(changed), n_done=summary.n_done - from_done,
                                n_reused=summary.n_reused - len(changed) + from_done)
+
+
+def _suffixed(partial: Path) -> str:
+    """What a generator wrote at its out with a suffix added (``out + '.mp4'``, a tool's own extension), removed
+    (no partial's name: no rerun removed it, one more hidden file each run); the words that name it, else ""."""
+    wrote = sorted(path for path in partial.parent.glob(f"{glob.escape(partial.name)}?*")
+                   if not PARTIAL_ROLLOUT.fullmatch(path.name))   # another request's partial, not this one's
+    for path in wrote:
+        _clear(path)
+    return (f" ({partial.name}) but wrote {wrote[0].name} beside it: write the rollout to that very path (a "
+            "command's {out}), adding nothing to its name") if wrote else ""
 
 
 def _clear(path: Path) -> None:
