@@ -4048,3 +4048,23 @@ def test_a_generator_that_wrote_nothing_and_only_chmodded_the_kept_rollout_wrote
     itself = f"but wrote {request.output} itself"
     assert (itself in str(caught.value)) == (does == "rewrite"), str(caught.value)
     assert str(caught.value).startswith("no rollout: " if does == "chmod" else "invalid rollout: ")
+
+
+def test_a_folder_at_a_rollouts_place_that_cannot_be_listed_is_named_without_what_it_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check names what a folder left at a rollout's place holds; one it may not list (root lists any, so the
+    refusal is a test double of ``Path.iterdir``) is named as such, where the listing raised out of the check."""
+    from pinbench.ops.generation import check_rollout
+
+    folder = tmp_path / "a.mp4"
+    folder.mkdir()
+    (folder / "video.mp4").write_bytes(b"")
+    assert check_rollout(None, folder) == [f"{folder}: a folder (holding video.mp4), not a video file: write the "
+                                           "rollout to that path itself, not into a folder there"]
+
+    def refused(self: Path) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", refused)
+    assert check_rollout(None, folder) == [f"{folder}: a folder (unlisted: Permission denied), not a video file: "
+                                           "write the rollout to that path itself, not into a folder there"]
