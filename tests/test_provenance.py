@@ -741,7 +741,8 @@ def test_ports_image_digests_and_scoped_paths_are_no_url_password() -> None:
     from pinbench.core.provenance import holds_secret
 
     plain = ("docker://localhost:5000/pinbench/img@sha256:" + "ab12" * 16 + " http://localhost:4873/@types/node "
-             "https://host.example.com:443/a?mail=me@example.com http://[::1]:8080/x https://example.com/a?b#c@d "
+             "https://host.example.com:443/a?mail=me@example.com http://[::1]:8080/x http://[::1]:8080/users/@me "
+             "https://example.com/a?b#c@d "
              "xapp-short xapplication-notes hooks.slack-gov.com/about Private-Lines: 3 accountname=acct")
     assert redact(plain) == plain and not holds_secret(plain)
 
@@ -756,6 +757,16 @@ def test_a_hostile_line_of_url_fragments_is_redacted_in_linear_time() -> None:
             "out = redact(line); print(len(line) > 100000, out.startswith('a://b:***@y '), out.count('***'))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert result.stdout.split() == ["True", "True", "2"]
+
+
+def test_an_aws_secret_name_before_a_long_run_of_spaces_or_escapes_is_redacted_in_linear_time() -> None:
+    """Two runs of spaces or escaped line breaks side by side between an AWS secret's name and its value split a run
+    of 50,000 every way: quadratic (this 100 kB text ran for minutes); the subprocess's limit is a backstop far above
+    the 0.1 s it takes, never a measure."""
+    code = ("from pinbench.core.provenance import redact; "
+            "text = 'aws_secret_access_key' + '\\\\n' * 50000 + ' ' * 50000 + 'x'; print(redact(text) == text)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.split() == ["True"]
 
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

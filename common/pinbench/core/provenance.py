@@ -62,10 +62,11 @@ _HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za
 # to five digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...; a password
 # of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own first
 # one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON escapes
-# it (https:\/\/u:p@host). The user name is hidden only when it has a token's shape (``_token_shaped``,
+# it (https:\/\/u:p@host). No user info holds a '[': http://[::1]:8080/users/@me names an IPv6 host (its ':'
+# read as a password's showed "http://[:***@me"). The user name is hidden only when it has a token's shape (``_token_shaped``,
 # https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
 _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
-_URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:]*)(?=[:@])")
+_URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:\[]*)(?=[:@])")
 _URL_PORT = re.compile(r":[0-9]{1,5}\\?[/?#]")
 _NON_SPACE = re.compile(r"\S*")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
@@ -122,8 +123,9 @@ _AWS_MIXED_VALUE = (_starts("A-Za-z0-9/+", "A-Za-z0-9/+_-") + r"(?=[A-Za-z0-9/+]
                     + _AWS_SECRET_BODY)
 _AWS_KEY_ID = _starts("A", "A-Za-z0-9_-") + r"A(?:KIA|SIA)[0-9A-Z]{16}(?![A-Za-z0-9_-])"
 # Between the name and its value: quotes (escaped in JSON text: aws_secret_access_key=\"...), a ':' or '=', and
-# spaces or escaped line breaks and tabs
-_JSON_SEPARATOR = r"\\?[\"']?(?:\s|\\[nrt])*[:=]?(?:\s|\\[nrt])*\\?[\"']?"
+# spaces or escaped line breaks and tabs; those after the ':' or '=' only when there is one (two runs side by side
+# split a name's run of 50,000 "\n" or spaces every way: quadratic, minutes on a 100 kB text)
+_JSON_SEPARATOR = r"\\?[\"']?(?:\s|\\[nrt])*(?:[:=](?:\s|\\[nrt])*)?\\?[\"']?"
 _AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}{_JSON_SEPARATOR}){_AWS_SECRET_VALUE}",
                                     re.IGNORECASE)
 _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
