@@ -667,6 +667,25 @@ def test_samples_in_another_file_are_named_so_not_truncated(tmp_path: Path) -> N
     _assert_one_line_error(err.value, elsewhere, "undecodable: its samples are in another file")
 
 
+@pytest.mark.parametrize("trak", [_u32s(16) + b"trak" + _u32s(1) + b"tkhd",   # a 64-bit size the file's end cuts
+                                  _u32s(17) + b"trak" + _u32s(9) + b"tkhd\x01"])   # a version-1 tkhd of 1 byte
+def test_a_cut_box_at_the_end_of_moov_is_no_traceback_when_samples_lie_outside(make_video, tmp_path: Path,
+                                                                              trak: bytes) -> None:
+    """A file whose samples lie outside its media has its data references read (is it another file's?): a last
+    'trak' cut by the file's end raised struct.error out of video_info; it is truncated, as said without it."""
+    data = bytearray(make_video(n_frames=30).read_bytes())
+    moov, size = _box(bytes(data), b"moov")
+    assert moov + size == len(data)   # moov last: what is appended to the file lies inside it
+    stco, _ = _box(bytes(data), *_STBL, b"stco")
+    data[stco + 16:stco + 20] = _u32s(len(data) + 1000)
+    data[moov:moov + 4] = _u32s(size + len(trak))
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data + trak)
+    with pytest.raises(VideoError) as err:
+        video_info(cut)
+    _assert_one_line_error(err.value, cut, "truncated: container declares 30 frames, holds 0")
+
+
 def test_an_edit_list_that_ends_early_counts_the_frames_shown(synthetic_frames, tmp_path: Path) -> None:
     """FFmpeg's index leaves out the samples past an edit list's end (from the first keyframe after it: 9 of 30
     here, keyframes every 4, no B-frames) and flags the first after it "discard": judged by it, the complete file

@@ -237,14 +237,18 @@ def _samples_held(entries: av.index.IndexEntries, media: list[tuple[int, int]]) 
 
 def _children(fh: BinaryIO, payload: tuple[int, int], box_type: bytes | None) -> Iterator[tuple[int, int]]:
     """The payload byte ranges of the children (of type ``box_type``; any when None) of the box whose payload is
-    ``payload``; a child that does not fit ends the walk."""
+    ``payload``; a child that does not fit ends the walk (a 64-bit size cut off by the file's end raised
+    struct.error)."""
     offset, end = payload
     while offset + 8 <= end:
         fh.seek(offset)
-        size, kind = struct.unpack(">I4s", fh.read(8))
+        head = fh.read(16)
+        size, kind = struct.unpack(">I4s", head[:8])
         header = 8
         if size == 1:
-            size, header = struct.unpack(">Q", fh.read(8))[0], 16
+            if offset + 16 > end:
+                return
+            size, header = struct.unpack(">Q", head[8:16])[0], 16
         elif size == 0:
             size = end - offset
         if size < header or offset + size > end:
@@ -271,8 +275,9 @@ def _external_data(fd: int, moov: tuple[int, int], track_id: int) -> bool:
         for trak in _children(fh, moov, b"trak"):
             for tkhd in _children(fh, trak, b"tkhd"):
                 fh.seek(tkhd[0])
-                fh.seek(tkhd[0] + (20 if fh.read(1) == b"\x01" else 12))   # track_ID, after version-sized times
-                if struct.unpack(">I", fh.read(4))[0] != track_id:
+                head = fh.read(min(24, tkhd[1] - tkhd[0]))
+                at = 20 if head[:1] == b"\x01" else 12   # track_ID, after version-sized times
+                if head[at:at + 4] != (track_id % 2**32).to_bytes(4, "big"):   # (a tkhd too short for one: no match)
                     continue
                 for dref in _nested(fh, trak, b"mdia", b"minf", b"dinf", b"dref"):
                     for entry in _children(fh, (dref[0] + 8, dref[1]), None):   # the entries follow flags and count
