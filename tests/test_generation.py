@@ -1398,6 +1398,10 @@ def test_a_script_whose_env_shebang_names_a_program_not_on_path_is_refused(tmp_p
                                  "not on PATH ('missing-python'); install it, or fix that line")
     with pytest.raises(RecipeError):   # the wrapped program's line is read too
         check_program(["timeout", "1h", missing])
+    for line in ("/bin/sh\r", "/usr/bin/env gen\r"):   # a CRLF script's: the kernel looks for "sh\r", "gen\r"
+        with pytest.raises(RecipeError) as caught:
+            check_program([script("crlf", line)])
+        assert repr(line.split()[-1] + "\r") in str(caught.value)
     for line in ("/usr/bin/env gen", "/usr/bin/env -S missing-python -u", "/usr/bin/env A=1 missing-python",
                  "/usr/bin/env missing-python -u", f"/usr/bin/env {gen}"):
         check_program([script("b.py", line), "{out}"])

@@ -354,7 +354,10 @@ def _check_script(program: str, path: str, *, shell_runs: bool = False) -> None:
     except OSError:
         return
     if head.startswith(b"#!"):
-        line = os.fsdecode(head[2:].split(b"\n", 1)[0]).split()
+        # split as the kernel splits it, at spaces and tabs: a CRLF script's "\r" is its interpreter's (split() let
+        # "#!/bin/sh\r" pass, and every sample failed "required file not found")
+        line = os.fsdecode(head[2:].split(b"\n", 1)[0]).replace("\t", " ").split(" ")
+        line = [word for word in line if word]
         name = line[0] if line else ""
         if not name or not os.access(name, os.X_OK) or os.path.isdir(name):
             raise RecipeError(f"--generator command: program {program!r} names an interpreter that cannot run here "
