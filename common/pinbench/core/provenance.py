@@ -63,8 +63,8 @@ _HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za
 # of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own first
 # one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON escapes
 # it (https:\/\/u:p@host). No user info holds a '[': http://[::1]:8080/users/@me names an IPv6 host (its ':'
-# read as a password's showed "http://[:***@me"). The user name is hidden only when it has a token's shape (``_token_shaped``,
-# https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
+# read as a password's showed "http://[:***@me"). The user name is hidden only when it has a token's shape
+# (``_token_shaped``, https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
 _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
 _URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:\[]*)(?=[:@])")
 _URL_PORT = re.compile(r":[0-9]{1,5}\\?[/?#]")
