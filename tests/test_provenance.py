@@ -868,3 +868,24 @@ def test_a_secret_named_option_s_number_is_no_secret(monkeypatch: pytest.MonkeyP
                         ["gen", "--token-budget", "100000", "--token=1e-30", "--token", "plain-tok-6630"])
     assert redact("0.1000001 after 131072 steps, 1e-30") == "0.1000001 after 131072 steps, 1e-30"
     assert redact("--api-key plain-key-5521 --token plain-tok-6630") == "--api-key *** --token ***"
+
+
+def test_an_argv_flag_is_secret_only_when_its_name_ends_in_the_secret_s_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--credentials-profile default`` or ``--token-budget 100k`` name another thing than the secret: kept as
+    secrets, 'default' and '100k' were hidden in every value, id and path the run wrote."""
+    from pinbench.core.provenance import secret_flag_values
+
+    assert secret_flag_values(["gen", "--credentials-profile", "default", "--token-budget", "100k", "--key-frames",
+                               "keyframes", "--hf-token", "hf-value", "--api-key", "api-value", "--secret-access-key",
+                               "aws-value", "MY_TOKEN=env-value", "--private_key=pem-value", "--password", "pw-value"]
+                              ) == ["hf-value", "api-value", "aws-value", "env-value", "pem-value", "pw-value"]
+
+
+def test_a_g_option_named_to_another_thing_than_a_secret_keeps_its_value_visible(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-g credentials_profile=default`` kept 'default' as a secret: hidden in every value, id and path written."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV, keep_secret_options, redact
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
+    keep_secret_options({"credentials_profile": "default", "token_budget": "100k", "hf_token": "plain-tok-7741"})
+    assert redact("default 100k plain-tok-7741") == "default 100k ***"

@@ -174,11 +174,12 @@ def keep_secret(values: Iterable[str]) -> None:
 
 
 def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None = None) -> None:
-    """``keep_secret`` of the secret-named ones among a command's -g options (``is_secret_field``: api_key=,
-    password=, token=) and among a ``command:`` generator's ``argv`` flags (``--token VALUE``, ``--api-key=VALUE``,
-    env's ``API_KEY=VALUE``): each command given them (run, submit) redacts their values from what it writes and
-    prints. A flag's value of no token's shape reached the scorecard, generator.json, the report and diff.txt."""
-    keep_secret(value for name, value in options.items() if is_secret_field(name) and not _number(value))
+    """``keep_secret`` of the secret-named ones among a command's -g options (named to a secret's word,
+    ``_ends_secret``: api_key=, password=, token=, not token_budget=; a number never) and among a ``command:``
+    generator's ``argv`` flags (``--token VALUE``, ``--api-key=VALUE``, env's ``API_KEY=VALUE``): each command given
+    them (run, submit) redacts their values from what it writes and prints. A flag's value of no token's shape
+    reached the scorecard, generator.json, the report and diff.txt."""
+    keep_secret(value for name, value in options.items() if _ends_secret(name) and not _number(value))
     keep_secret(secret_flag_values(argv or ()))
 
 
@@ -198,11 +199,21 @@ def _number(value: str) -> bool:
     return True
 
 
+def _ends_secret(name: str) -> bool:
+    """Whether ``name``'s last word is a secret's (``hf_token``, ``--api-key``: ``is_secret_field``'s words)."""
+    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    last = parts[-1] if parts else ""
+    return last in _SECRET_FIELD_PARTS or last == "key" and len(parts) > 1 and parts[-2] in _KEY_PREFIXES
+
+
 def _flag_secret(word: str, after: str) -> str | None:
     """The value a secret-named argv flag gives: its own after '=' (--token=V, API_KEY=V), else the next word's
-    (--token V); None for any other word (a shell's -c script with a '=' in it is no flag)."""
+    (--token V); None for any other word (a shell's -c script with a '=' in it is no flag). The flag's name ends in
+    the secret's word (``--hf-token``, ``--api-key``): one that only holds it names another thing
+    (``--credentials-profile default``, ``--token-budget 100k``), whose value kept as a secret hid that word in
+    every value, id and path written."""
     name, equals, value = word.partition("=")
-    if not _FLAG_NAME.fullmatch(name) or not is_secret_field(name):
+    if not _FLAG_NAME.fullmatch(name) or not _ends_secret(name):
         return None
     if equals:
         return value
