@@ -201,7 +201,7 @@ def _number(value: str) -> bool:
 
 def _ends_secret(name: str) -> bool:
     """Whether ``name``'s last word is a secret's (``hf_token``, ``--api-key``: ``is_secret_field``'s words)."""
-    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    parts = _words(name)
     last = parts[-1] if parts else ""
     return last in _SECRET_FIELD_PARTS or last == "key" and len(parts) > 1 and parts[-2] in _KEY_PREFIXES
 
@@ -456,10 +456,15 @@ def scrubber() -> Scrubber:
 @lru_cache(maxsize=4096)  # a page scrubs the same few field names thousands of times
 def is_secret_field(name: str) -> bool:
     """Whether a JSON field or file name names a secret as a word of it (``hf_token``, ``.git-credentials``)."""
-    parts = [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    parts = _words(name)
     if any(p in _SECRET_FIELD_PARTS for p in parts):
         return True
     return any(a in _KEY_PREFIXES and b == "key" for a, b in pairwise(parts))
+
+
+def _words(name: str) -> list[str]:
+    """``name``'s words, lower-cased, as the secret-name checks of fields and flags read it."""
+    return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
 
 
 def scrub(obj: Any) -> Any:

@@ -349,19 +349,19 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
         else:
             declared_s = None
         if bmff is not None and declared is not None:
-            shown = len(stream.index_entries)
+            entries = stream.index_entries
+            shown = len(entries)
             if shown < declared:   # FFmpeg's index leaves out the samples past an edit list's end: judge by them all
                 with open_video(path, fd, {"ignore_editlist": "1"}) as whole:
                     held = _samples_held(whole.streams.video[0].index_entries, bmff.media)
             else:
-                held = _samples_held(stream.index_entries, bmff.media)
+                held = _samples_held(entries, bmff.media)
             if held < declared:
                 if _external_data(fd, bmff.moov, stream.id):
                     raise VideoError(path, "undecodable: its samples are in another file (an external data reference)")
                 raise VideoError(path, f"truncated: container declares {declared} frames, holds {held}")
             # What FFmpeg's decoders show: its index, less the samples it flags "discard" (before the edit list's
             # start, or B-frames past its end)
-            entries = stream.index_entries
             n_frames = shown - sum(entries[i].is_discard for i in range(shown))
         else:
             n_frames, covered_s = _count_packets(path, container)

@@ -147,13 +147,16 @@ class GeneratorSpec:
     timeout_s: float = DEFAULT_TIMEOUT_S
 
     def __post_init__(self) -> None:
-        if self.spec.startswith("command:"):   # refused before any run: it does not split, or names no placeholder
-            command_argv(self.spec)
+        command_of(self.spec)   # refused before any run: it does not split, or names no placeholder
 
     @property
     def command(self) -> list[str] | None:
-        """The command form's argv (``command_argv``); None for the other forms."""
-        return command_argv(self.spec) if self.spec.startswith("command:") else None
+        return command_of(self.spec)
+
+
+def command_of(spec: str) -> list[str] | None:
+    """The argv of a ``command:`` spec (``command_argv``); None for the other forms."""
+    return command_argv(spec) if spec.startswith("command:") else None
 
 
 def command_argv(spec: str) -> list[str]:
@@ -395,7 +398,8 @@ def same_generator(stored: str, given: str) -> bool:
         return os.path.abspath(value) if value and named else value
 
     def identity(spec: str) -> str | list[str]:
-        return command_paths(command_argv(spec), absolute) if spec.startswith("command:") else spec
+        argv = command_of(spec)
+        return spec if argv is None else command_paths(argv, absolute)
     return stored == given or identity(stored) == identity(given)
 
 

@@ -54,7 +54,7 @@ from pinbench.ops.docker_runtime import (
     stages_for,
     user_options,
 )
-from pinbench.ops.generation import command_argv
+from pinbench.ops.generation import command_argv, command_of
 from pinbench.ops.job_command import (
     CONTAINERS,
     IMAGE_ID,
@@ -211,9 +211,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     _check_sbatch_values(request)
     cwd = (cwd or Path.cwd()).resolve()
     configs = [_config(request, phase, cwd) for phase in layout]
-    generator = configs[0].generator or ""   # the submission's record and what submit says redact them
-    keep_secret_options(configs[0].generator_options,
-                        command_argv(generator) if generator.startswith("command:") else None)
+    # the submission's record and what submit says redact them
+    keep_secret_options(configs[0].generator_options, command_of(configs[0].generator or ""))
     out_dir, inputs = configs[0].out_dir, input_paths(configs[0], cwd)
     try:   # as pinbench run refuses it: each job was refused once scheduled, after the scripts were written there
         check_out_dir_outside(configs[0], inputs, cwd)
