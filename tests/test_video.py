@@ -705,13 +705,16 @@ def test_an_edit_list_that_ends_early_counts_the_frames_shown(synthetic_frames, 
         np.testing.assert_array_equal(read_video(short, backend=backend).frames, full[:20])
     with pytest.raises(VideoError) as err:
         read_video(short, backend="decord")
-    assert err.value.reason == "truncated: decord: the reader sees 21 frames, the container holds 20"
+    assert err.value.reason == ("undecodable: decord: counts the 1 of 21 samples the edit list discards, which pyav "
+                                "and OpenCV skip (20 frames)")
 
 
 def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames, tmp_path: Path) -> None:
     """What ``ffmpeg -ss 0.5 -i in.mp4 -c copy`` writes: the edit list starts after the first sample(s), which FFmpeg
     indexes flagged "discard" and pyav and OpenCV do not show. Counted, the file read 30 frames and both backends
-    stopped at 29 ("truncated" at decode). Here the edit starts one sample in (keyframes every 4, no B-frames)."""
+    stopped at 29 ("truncated" at decode). Here the edit starts one sample in (keyframes every 4, no B-frames).
+    Decord counts that sample: its read was refused as "truncated" (30 frames, 29 held), which the file is not; it is
+    refused for what it is, as decord's frame 20 is shown frame 20 read in order and shown frame 19 after a seek."""
     frames = synthetic_frames(30)
     data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="4", bf="0").read_bytes())
     stts, _ = _box(bytes(data), *_STBL, b"stts")
@@ -725,6 +728,16 @@ def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames
     full = read_video(tmp_path / "full.mp4", backend="pyav").frames
     for backend in ("pyav", "opencv"):
         np.testing.assert_array_equal(read_video(late, backend=backend).frames, full[1:])
+    with pytest.raises(VideoError) as err:
+        read_video(late, backend="decord")
+    assert err.value.reason == ("undecodable: decord: counts the 1 of 30 samples the edit list discards, which pyav "
+                                "and OpenCV skip (29 frames)")
+    import decord
+
+    in_order = decord.VideoReader(str(late)).get_batch(list(range(21))).asnumpy()[20]
+    after_seek = decord.VideoReader(str(late)).get_batch([20]).asnumpy()[0]
+    np.testing.assert_array_equal(in_order, full[21])
+    np.testing.assert_array_equal(after_seek, full[20])
 
 
 def test_decord_refuses_a_file_with_two_video_streams(tmp_path: Path) -> None:
@@ -750,3 +763,16 @@ def test_decord_refuses_a_file_with_two_video_streams(tmp_path: Path) -> None:
     with pytest.raises(VideoError) as err:
         read_video(path, backend="decord")
     _assert_one_line_error(err.value, path, "undecodable: decord: 2 video streams")
+
+
+def test_decords_failure_on_a_narrow_frame_is_one_line_saying_so(make_video) -> None:
+    """Decord 0.6.0 fails to copy some narrow frames (16 wide here; 24, 48 and 72 too) out of its buffer, whatever the
+    count (one frame as of 10,000); its message carried a time and a build path. pyav and OpenCV read them."""
+    path = make_video(n_frames=3, height=16, width=16)
+    assert read_video(path, backend="pyav").frames.shape == (3, 16, 16, 3)
+    np.testing.assert_array_equal(read_video(path, backend="opencv").frames, read_video(path, backend="pyav").frames)
+    for read in (lambda: read_video(path, [0], backend="decord"), lambda: list(iter_frames(path, backend="decord"))):
+        with pytest.raises(VideoError) as err:
+            read()
+        assert err.value.reason == ("undecodable: decord: cannot copy its 16x16 frames (a buffer of 1536 bytes a "
+                                    "frame for 768); pyav and OpenCV read them")

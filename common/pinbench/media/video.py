@@ -14,7 +14,8 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
   file, ``undecodable`` (its samples are not in this file). Of a complete file, the frames FFmpeg's decoders show
   are counted: its index leaves out the samples past an edit list's end and flags "discard" those before its start
   (``ffmpeg -ss T -i in.mp4 -c copy`` writes one) or B-frames past its end; pyav and OpenCV show neither. Decord
-  shows the flagged ones, and its read of such a file is refused as ``truncated`` (another count).
+  counts the flagged ones, and its read of such a file is refused as ``undecodable``, saying so: its frame i is not
+  the same frame read in order and after a seek.
 * For other containers, or when the header has no count, the video packets are counted by demuxing
   (no decoding). If the header declared more frames than there are packets, or the packets end well
   before the declared duration, the file is reported ``truncated``.
@@ -34,6 +35,7 @@ import bisect
 import importlib
 import math
 import os
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -408,6 +410,8 @@ def _decord_reader(path: Path, info: VideoInfo):  # -> decord.VideoReader (decor
 
     with av.open(str(path)) as container:
         moving = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
+        entries = container.streams.video[0].index_entries
+        discarded = sum(entries[i].is_discard for i in range(len(entries)))
     if len(moving) > 1:
         raise _BackendFailure("undecodable", f"{len(moving)} video streams: decord may read another than the first, "
                                              f"which pyav and OpenCV read")
@@ -415,15 +419,30 @@ def _decord_reader(path: Path, info: VideoInfo):  # -> decord.VideoReader (decor
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
         raise _BackendFailure("undecodable", f"{type(exc).__name__}: {exc}") from exc
+    if discarded and len(reader) == info.n_frames + discarded:
+        # Not "truncated": what ``ffmpeg -ss T -c copy`` writes is whole. Nor read: of such a cut (a 100-frame H.264
+        # with B-frames cut at 1.3 s: 70 samples, 3 flagged) decord's frame i was pyav's frame i read in order, frame
+        # i-3 after a seek, and its last 3 were the last again.
+        raise _BackendFailure("undecodable", f"counts the {discarded} of {len(reader)} samples the edit list "
+                                             f"discards, which pyav and OpenCV skip ({info.n_frames} frames)")
     if len(reader) != info.n_frames:
         raise _BackendFailure("truncated", f"the reader sees {len(reader)} frames, the container holds {info.n_frames}")
     return reader
+
+
+_DECORD_PADDED = re.compile(r"from_size == to_size \((\d+) vs\. (\d+)\)")
 
 
 def _decord_batch(reader, info: VideoInfo, wanted: list[int]) -> np.ndarray:
     try:
         frames = reader.get_batch(wanted).asnumpy()
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
+        if padded := _DECORD_PADDED.search(str(exc)):
+            # Measured with decord 0.6.0, H.264 16 high: widths 2, 4, 6, 8, 12, 16, 24, 48 and 72 failed so (a read of
+            # one frame as of 10,000), 15 others from 10 to 74 read; its own message carries a time and a build path
+            raise _BackendFailure("undecodable", f"cannot copy its {info.width}x{info.height} frames (a buffer of "
+                                                 f"{padded[1]} bytes a frame for {padded[2]}); pyav and OpenCV read "
+                                                 f"them") from exc
         raise _BackendFailure("undecodable", f"{type(exc).__name__}: {exc}") from exc
     expected = (len(wanted), info.height, info.width, 3)
     if frames.shape != expected or frames.dtype != np.uint8:
