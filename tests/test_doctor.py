@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,7 @@ def _video(path: Path, frames: int = 6) -> Path:
 
 
 def test_zero_inputs_is_one_line_naming_the_folder(tmp_path: Path) -> None:
-    findings = doctor.video_findings({f"scene_{i}": None for i in range(600)}, tmp_path, "rollouts")
+    findings = doctor.video_findings({f"scene_{i}": None for i in range(600)}, tmp_path, "rollouts", decoder="pyav")
     assert [f.render() for f in findings] == [f"PROBLEM inputs: 0 of 600 rollouts found under {tmp_path}"]
 
 
@@ -53,18 +54,19 @@ def test_missing_and_undecodable_inputs_are_counted_and_named(tmp_path: Path) ->
     (tmp_path / "b.mp4").write_bytes(b"\x00" * 100)
     (tmp_path / "c.mp4").mkdir()                                      # a folder posing as a video
     findings = doctor.video_findings({"a": good, "b": tmp_path / "b.mp4", "c": tmp_path / "c.mp4", "d": None},
-                                     tmp_path)
+                                     tmp_path, decoder="pyav")
     lines = [f.line for f in findings if not f.ok]
     assert lines[0] == f"1 of 4 videos is missing under {tmp_path}: d; {doctor.WAY_ON_BAD_INPUT}"
     assert lines[1].startswith(f"2 of 3 videos are unusable under {tmp_path} (1 does not decode, 1 is a folder): "
                                "b.mp4 (")   # the file, as the run's failure line names it, not the sample id
     assert "; c.mp4 (a directory, not a file); " in lines[1]
-    assert doctor.video_findings({"a": good}, tmp_path)[0].ok
+    assert doctor.video_findings({"a": good}, tmp_path, decoder="pyav")[0].ok
 
 
 def test_an_unusable_name_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
     (tmp_path / "new\nline.mp4").write_bytes(b"\x00" * 100)
-    (finding,) = doctor.video_findings({"a": _video(tmp_path / "a.mp4"), "b": tmp_path / "new\nline.mp4"}, tmp_path)
+    (finding,) = doctor.video_findings({"a": _video(tmp_path / "a.mp4"), "b": tmp_path / "new\nline.mp4"}, tmp_path,
+                                        decoder="pyav")
     assert "\n" not in finding.line and ": new\\nline.mp4 (" in finding.line   # as `ls -b` and the run name it
 
 
@@ -72,17 +74,17 @@ def test_a_first_frame_seen_decoding_is_not_decoded_again_until_the_file_changes
     monkeypatch.setenv("PINBENCH_CACHE", str(tmp_path / "cache"))
     good, other = _video(tmp_path / "a.mp4"), _video(tmp_path / "b.mp4")
     (tmp_path / "broken.mp4").write_bytes(b"\x00" * 100)
-    decoded = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")
+    decoded = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json", "pyav")
     infos = [decoded.first_frame(p) for p in (good, other)]
     assert [info.n_frames for info in infos] == [6, 6] and decoded.decoded == 2
     assert isinstance(decoded.first_frame(tmp_path / "broken.mp4"), str)
     decoded.save()
-    again = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json")   # a later run
+    again = doctor.DecodedFiles(tmp_path / "cache" / "first-frames.json", "pyav")   # a later run
     assert again.first_frame(good) == infos[0] and again.decoded == 0   # with the facts read when it decoded
     assert isinstance(again.first_frame(tmp_path / "broken.mp4"), str) and again.decoded == 1   # never kept
     (tmp_path / "broken.mp4").replace(other)   # b.mp4 is now the broken file: another inode and size
     assert isinstance(again.first_frame(other), str) and again.decoded == 2
-    assert not doctor.video_findings({"b": other}, tmp_path)[0].ok   # the doctor itself reads the cache
+    assert not doctor.video_findings({"b": other}, tmp_path, decoder="pyav")[0].ok   # the doctor itself reads the cache
 
 
 @pytest.mark.parametrize("fact", [(0, 10**30), (0, -3), (0, True), (1, float("nan")), (1, 0), (2, 0),
@@ -95,14 +97,14 @@ def test_a_cached_fact_no_decode_could_read_is_decoded_again(tmp_path: Path, fac
     is decoded again."""
     good = _video(tmp_path / "a.mp4")
     cache = tmp_path / "cache" / "first-frames.json"
-    decoded = doctor.DecodedFiles(cache)
+    decoded = doctor.DecodedFiles(cache, "pyav")
     info = decoded.first_frame(good)
     decoded.save()
     data = json.loads(cache.read_text())
     (entry,) = data["files"].values()
     entry["facts"][fact[0]] = fact[1]
     cache.write_text(json.dumps(data))
-    again = doctor.DecodedFiles(cache)
+    again = doctor.DecodedFiles(cache, "pyav")
     assert again.first_frame(good) == info and again.decoded == 1
 
 
@@ -125,11 +127,34 @@ def test_a_container_declaring_more_frames_than_it_holds_fails_the_doctor_as_the
     from pinbench.media.video import VideoError, read_video
 
     cut = _mdat_cut(tmp_path / "cut.mp4", 30)
-    (finding,) = doctor.video_findings({"a": cut}, tmp_path)
+    (finding,) = doctor.video_findings({"a": cut}, tmp_path, decoder="pyav")
     with pytest.raises(VideoError) as run:
         read_video(cut, backend="pyav")   # the run's decode of the whole video
     assert re.fullmatch(r"truncated: container declares 30 frames, holds 1[0-9]", run.value.reason)
     assert not finding.ok and f"cut.mp4 ({run.value.reason})" in finding.line   # in the run's own words
+
+
+def test_the_doctor_decodes_with_the_runs_decoder_and_keeps_its_own_cache(tmp_path: Path) -> None:
+    """A 16x16 video pyav reads and decord refuses (``test_video``'s narrow frame): checked with pyav, the doctor of a
+    run with decoder=decord passed and the run failed on it. Each decoder's first frames are cached apart: a file
+    pyav decoded is not taken as one decord decodes."""
+    from pinbench.media.video import VideoError, read_video
+
+    narrow = write_video(tmp_path / "narrow.mp4", np.zeros((3, 16, 16, 3), np.uint8), 10)
+    (pyav,) = doctor.video_findings({"a": narrow}, tmp_path, decoder="pyav")
+    assert pyav.ok and pyav.line == f"1 of 1 videos found under {tmp_path}, all decode with pyav"
+    (decord,) = doctor.video_findings({"a": narrow}, tmp_path, decoder="decord")
+    with pytest.raises(VideoError) as run:
+        read_video(narrow, backend="decord")
+    assert not decord.ok and f"narrow.mp4 ({run.value.reason})" in decord.line
+    assert (tmp_path / "cache" / "first-frames.json").is_file()
+
+
+def test_a_decoder_missing_here_is_one_line_naming_the_option(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "decord", None)  # test double: decord import fails (as on aarch64)
+    (finding,) = doctor.video_findings({"a": _video(tmp_path / "a.mp4")}, tmp_path, decoder="decord")
+    assert not finding.ok and "video decoder 'decord' is not available here" in finding.line
+    assert "-o decoder=<pyav, opencv>" in finding.line
 
 
 # -------------------------------------------------------------------------------------------- GPUs

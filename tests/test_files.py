@@ -393,7 +393,7 @@ def _caches(tmp_path: Path) -> list[tuple[str, Path, Callable[[], dict]]]:
     run.mkdir()
     return [("input digests", run / DIGESTS_FILE, lambda: InputDigests(run)._cache),
             ("import cache", imports, lambda: ImportCache(imports)._load()),
-            ("first frames", frames, lambda: DecodedFiles(frames)._known)]
+            ("first frames", frames, lambda: DecodedFiles(frames, "pyav")._known)]
 
 
 _SOUND = {"input digests": {"/v.mp4": {"size": 1, "mtime_ns": 2, "inode": 3, "ctime_ns": 4, "sha256": "a" * 64}},
@@ -483,7 +483,8 @@ def test_a_cache_file_that_is_a_symlink_to_dev_zero_is_an_empty_cache(tmp_path: 
             "from pinbench.core.imports import ImportCache\nfrom pinbench.core.inputs import InputDigests\n"
             "from pinbench.ops.doctor import DecodedFiles\n"
             "digests, imports, frames = map(Path, sys.argv[1:])\n"
-            "print(InputDigests(digests.parent)._cache, ImportCache(imports)._load(), DecodedFiles(frames)._known)\n")
+            "print(InputDigests(digests.parent)._cache, ImportCache(imports)._load(), "
+            "DecodedFiles(frames, 'pyav')._known)\n")
     out = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.split() == ["{}", "{}", "{}"], out.stderr[-2000:]
 

@@ -224,7 +224,8 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
                 if name_problem or video.problem:  # each would fail as its sample: say so now
                     reasons[video.path] = Unusable("bad name" if name_problem else str(video.kind),
                                                    str(name_problem or video.problem))   # the line names the file
-            findings += video_findings(expected, options.videos, known=reasons, check=too_short)
+            findings += video_findings(expected, options.videos, decoder=options.decoder, known=reasons,
+                                       check=too_short)
             slow = cpu_time_finding(sorted(decoded, key=lambda info: info.path), flow=options.flow,
                                     device=options.device)   # in one order: the float sums are the same each time
             findings += [slow] if slow else []

@@ -134,7 +134,7 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
             folder = cfg.out_dir / modality / "videos"
             expected = {t.task_id: folder / f"{t.task_id}.mp4" for t in tasks}
             findings += video_findings({t: p if p.is_file() else None for t, p in expected.items()}, folder,
-                                       f"{modality} videos")
+                                       f"{modality} videos", decoder=cfg.options.decoder)
     if not cfg.skip_scoring and tasks is not None:
         findings += _evaluator_ram(cfg, len(tasks))
     return findings

@@ -62,7 +62,7 @@ def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
     videos = cfg.out_dir / ROLLOUTS if cfg.skip_generation else opts.videos
     rows = [row for group in prepare.limit_groups(groups, cfg.limit) for row in group.rows]
     expected = {row.sample_id: prepare.find_video(videos, row.sample_id)[0] for row in rows}
-    findings += video_findings(expected, videos or "(no -o videos= given)", "rollouts")
+    findings += video_findings(expected, videos or "(no -o videos= given)", "rollouts", decoder=opts.decoder)
     twice = [row.sample_id for row in rows if videos is not None
              and sum((videos / name).is_file() for name in prepare.find_video(videos, row.sample_id)[1]) > 1]
     if twice:

@@ -189,10 +189,11 @@ class Unusable:
     reason: str
 
 
-def video_findings(expected: Mapping[str, Path | None], where: Path | str, what: str = "videos", *,
+def video_findings(expected: Mapping[str, Path | None], where: Path | str, what: str = "videos", *, decoder: str,
                    known: Mapping[Path, Unusable] | None = None,
                    check: Callable[[VideoInfo], Unusable | None] | None = None) -> list[Finding]:
-    """Every expected video exists and decodes its first frame (VBench's integrity check, in seconds).
+    """Every expected video exists and decodes its first frame (VBench's integrity check, in seconds) with
+    ``decoder``, the backend the run reads them with: checked with pyav, a file decord refuses passed and then failed.
 
     ``expected`` maps sample id -> the file found for it (None: missing). Zero found is a problem on its
     own line ("0 of 600 rollouts found under DIR"); otherwise missing and unusable ones are counted (the unusable
@@ -206,8 +207,14 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
     missing = sorted(sid for sid, path in expected.items() if path is None)
     if not present:
         return [problem("inputs", f"0 of {len(expected)} {what} found under {where}")]
+    from pinbench.media.video import DecoderUnavailable, require_backend
+
+    try:
+        require_backend(decoder)
+    except DecoderUnavailable as exc:
+        return [problem("inputs", str(exc))]
     ordered = sorted(present.items())
-    decoded = DecodedFiles(cache_root() / "first-frames.json")
+    decoded = DecodedFiles(_first_frames_cache(decoder), decoder)
 
     def unusable(path: Path) -> str | Unusable | None:
         if (found := _entry_unusable(path) or (known or {}).get(path)) is not None:
@@ -233,8 +240,14 @@ def video_findings(expected: Mapping[str, Path | None], where: Path | str, what:
                                           f"{where} ({_count_kinds(found.kind for _, found in unusable)}): {shown}; "
                                           f"{WAY_ON_BAD_INPUT}"))
     if not findings:
-        findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode"))
+        findings.append(ok("inputs", f"{len(present)} of {len(expected)} {what} found under {where}, all decode "
+                                      f"with {decoder}"))
     return findings
+
+
+def _first_frames_cache(decoder: str) -> Path:
+    """One cache per decoder (a file one decodes, another may refuse); pyav's keeps the name it had before."""
+    return cache_root() / ("first-frames.json" if decoder == "pyav" else f"first-frames-{decoder}.json")
 
 
 def _under(path: Path, where: Path | str) -> str:
@@ -271,8 +284,8 @@ class _Decoded:
 
 
 class DecodedFiles:
-    """Files whose first frame decoded, with their container's facts, by absolute path and FileState
-    (``<cache>/first-frames.json``).
+    """Files whose first frame decoded with ``decoder``, with their container's facts, by absolute path and FileState
+    (``<cache>/first-frames.json`` for pyav).
 
     A rerun's doctor would decode the same 200 first frames again (0.4 s of a 1.4 s rerun); a file that still has the
     state it had when it decoded (``FileState``: size, mtime, inode, ctime) is taken as decoding, with the facts read
@@ -280,8 +293,8 @@ class DecodedFiles:
     only slower.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, decoder: str) -> None:
+        self.path, self.decoder = path, decoder
         self.decoded = 0   # first frames this process decoded
         self._known = _load_decoded(path)
         self._new: dict[str, _Decoded] = {}
@@ -294,11 +307,11 @@ class DecodedFiles:
         try:
             seen = FileState.of(os.stat(path))
         except OSError:
-            return first_frame(path)
+            return first_frame(path, self.decoder)
         where = os.path.abspath(path)
         if (known := self._known.get(where)) is not None and known.state == seen:
             return VideoInfo(Path(path), *known.facts)
-        found = first_frame(path)
+        found = first_frame(path, self.decoder)
         with self._lock:
             self.decoded += 1
             if not isinstance(found, str):
@@ -346,14 +359,14 @@ def _plausible(facts: Any, size: int) -> bool:
             and math.isfinite(duration_s) and duration_s >= 0)
 
 
-def first_frame(path: Path) -> VideoInfo | str:
-    """The container's facts when it is sound and its first frame decodes (one open: a recipe's doctor that also
-    needs its frame count read the container twice, 35-40 % of a doctor of 1,000 small videos); else the one-line
-    reason."""
+def first_frame(path: Path, decoder: str) -> VideoInfo | str:
+    """The container's facts when it is sound and its first frame decodes with ``decoder`` (one open: a recipe's
+    doctor that also needs its frame count read the container twice, 35-40 % of a doctor of 1,000 small videos); else
+    the one-line reason."""
     from pinbench.media.video import VideoError, read_video
 
     try:
-        return read_video(path, [0], backend="pyav").info
+        return read_video(path, [0], backend=decoder).info
     except VideoError as exc:
         return exc.reason if hasattr(exc, "reason") else str(exc)
 

@@ -34,7 +34,7 @@ def test_no_rollouts_stop_the_run_and_a_broken_one_is_named(tmp_path: Path, monk
     for video in fx.videos.glob("*.mp4"):
         shutil.copy(video, videos / video.name)
     inputs = [f for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
-    assert inputs[0].ok and inputs[0].line == f"{n} of {n} rollouts found under {videos}, all decode"
+    assert inputs[0].ok and inputs[0].line == f"{n} of {n} rollouts found under {videos}, all decode with opencv"
     (videos / "t2v-001").mkdir()   # a second rollout of one sample: the run would fail it, the doctor says so first
     shutil.copy(fx.videos / "t2v-002.mp4", videos / "t2v-001/rollout.mp4")
     inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs" and not f.ok]
@@ -60,7 +60,7 @@ def test_a_generating_run_looks_for_no_rollouts_and_a_scoring_one_for_the_stored
     shutil.copytree(fx.videos, out / "rollouts")
     inputs = [f for f in doctor_module.doctor(scoring, None) if f.check == "inputs"]
     assert len(inputs) == 1 and inputs[0].ok
-    assert inputs[0].line.endswith(f"rollouts found under {out / 'rollouts'}, all decode")
+    assert inputs[0].line.endswith(f"rollouts found under {out / 'rollouts'}, all decode with opencv")
 
 
 def test_a_videos_folder_that_is_not_there_is_named_before_the_release_is_fetched(tmp_path: Path) -> None:
