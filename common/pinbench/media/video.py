@@ -106,6 +106,16 @@ class DecodedVideo:
         return self.info.fps
 
 
+@dataclass(frozen=True)
+class _Probe:
+    """What the header read of ``video_info`` found: its facts, and what decord's read is refused by (that read had
+    opened the header a second time for them)."""
+
+    info: VideoInfo
+    video_streams: int   # cover pictures aside
+    discarded: int   # samples FFmpeg's index flags "discard" (an edit list's)
+
+
 class DecoderUnavailable(RuntimeError):
     """The chosen video backend cannot be imported here (one line naming the ``decoder`` option)."""
 
@@ -320,10 +330,10 @@ def video_info(path: str | os.PathLike[str], *, fd: int | None = None) -> VideoI
     without, ``path`` is opened once and only that descriptor is read."""
     path = Path(path)
     with opened_video(path, fd) as fd:
-        return _video_info(path, fd)
+        return _probe(path, fd=fd).info
 
 
-def _video_info(path: Path, fd: int) -> VideoInfo:
+def _probe(path: Path, fd: int) -> _Probe:
     size = os.fstat(fd).st_size
     if size == 0:
         raise VideoError(path, "empty file (0 bytes)")
@@ -342,6 +352,7 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
         ctx = stream.codec_context
         width, height, codec = ctx.width, ctx.height, ctx.name
         container_name = container.format.name
+        video_streams = sum(not s.disposition & av.stream.Disposition.attached_pic for s in container.streams.video)
         fps = _stream_fps(stream)
         declared = stream.frames if stream.frames and stream.frames > 0 else None
         if stream.duration is not None and stream.time_base is not None:
@@ -365,7 +376,9 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
             # What FFmpeg's decoders show: its index, less the samples it flags "discard" (before the edit list's
             # start, or B-frames past its end)
             n_frames = shown - sum(entries[i].is_discard for i in range(shown))
+            discarded = shown - n_frames
         else:
+            discarded = 0
             n_frames, covered_s = _count_packets(path, container)
             if declared is not None and n_frames < declared:
                 raise VideoError(path, f"truncated: container declares {declared} frames, holds {n_frames}")
@@ -386,7 +399,8 @@ def _video_info(path: Path, fd: int) -> VideoInfo:
             raise VideoError(path, "undecodable: no frame rate in container")
         fps = n_frames / declared_s
     duration_s = declared_s if declared_s else n_frames / fps
-    return VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name)
+    return _Probe(VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name), video_streams,
+                  discarded)
 
 
 def require_backend(name: str) -> None:
@@ -402,19 +416,16 @@ def require_backend(name: str) -> None:
                                  f"choose another with -o decoder=<{others}>") from None
 
 
-def _decord_reader(path: Path, info: VideoInfo):  # -> decord.VideoReader (decord has no type stubs)
+def _decord_reader(path: Path, probe: _Probe):  # -> decord.VideoReader (decord has no type stubs)
     """Decord's reader of ``path``; refused when the file has another video stream than the first (cover pictures
     aside): decord picks one by its own ranking (it read the second of two 64x48 streams), the others the first."""
     require_backend("decord")
     import decord
 
-    with av.open(str(path)) as container:
-        moving = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
-        entries = container.streams.video[0].index_entries
-        discarded = sum(entries[i].is_discard for i in range(len(entries)))
-    if len(moving) > 1:
-        raise _BackendFailure("undecodable", f"{len(moving)} video streams: decord may read another than the first, "
-                                             f"which pyav and OpenCV read")
+    info, discarded = probe.info, probe.discarded
+    if probe.video_streams > 1:
+        raise _BackendFailure("undecodable", f"{probe.video_streams} video streams: decord may read another than the "
+                                             f"first, which pyav and OpenCV read")
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses
@@ -452,11 +463,11 @@ def _decord_batch(reader, info: VideoInfo, wanted: list[int]) -> np.ndarray:
     return frames
 
 
-def _decode_decord(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
-    reader = _decord_reader(path, info)
+def _decode_decord(path: Path, probe: _Probe, wanted: list[int]) -> np.ndarray:
+    reader = _decord_reader(path, probe)
     if not wanted:
-        return np.empty((0, info.height, info.width, 3), np.uint8)
-    return _decord_batch(reader, info, wanted)
+        return np.empty((0, probe.info.height, probe.info.width, 3), np.uint8)
+    return _decord_batch(reader, probe.info, wanted)
 
 
 def _sequential(info: VideoInfo, wanted: list[int], frames_iter: Iterable[Callable[[], np.ndarray]]) -> np.ndarray:
@@ -506,18 +517,18 @@ def _pyav_thunks(container: av.container.InputContainer) -> Iterator[Callable[[]
     return (lambda frame=frame: frame.to_ndarray(format="rgb24") for frame in container.decode(stream))
 
 
-def _decode_pyav(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+def _decode_pyav(path: Path, probe: _Probe, wanted: list[int]) -> np.ndarray:
     try:
         with av.open(str(path)) as container:
-            return _sequential(info, wanted, _pyav_thunks(container))
+            return _sequential(probe.info, wanted, _pyav_thunks(container))
     except av.error.FFmpegError as exc:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
 
-def _stream_pyav(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
+def _stream_pyav(path: Path, probe: _Probe) -> Iterator[np.ndarray]:
     try:
         with av.open(str(path)) as container:
-            yield from _streamed(info, _pyav_thunks(container))
+            yield from _streamed(probe.info, _pyav_thunks(container))
     except av.error.FFmpegError as exc:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
@@ -547,18 +558,18 @@ def _opencv_thunks(capture) -> Iterator[Callable[[], np.ndarray]]:
         yield to_rgb
 
 
-def _decode_opencv(path: Path, info: VideoInfo, wanted: list[int]) -> np.ndarray:
+def _decode_opencv(path: Path, probe: _Probe, wanted: list[int]) -> np.ndarray:
     capture = _open_capture(path)
     try:
-        return _sequential(info, wanted, _opencv_thunks(capture))
+        return _sequential(probe.info, wanted, _opencv_thunks(capture))
     finally:
         capture.release()
 
 
-def _stream_opencv(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
+def _stream_opencv(path: Path, probe: _Probe) -> Iterator[np.ndarray]:
     capture = _open_capture(path)
     try:
-        yield from _streamed(info, _opencv_thunks(capture))
+        yield from _streamed(probe.info, _opencv_thunks(capture))
     finally:
         capture.release()
 
@@ -566,18 +577,18 @@ def _stream_opencv(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
 _DECORD_BATCH = 16
 
 
-def _stream_decord(path: Path, info: VideoInfo) -> Iterator[np.ndarray]:
-    reader = _decord_reader(path, info)
+def _stream_decord(path: Path, probe: _Probe) -> Iterator[np.ndarray]:
+    reader, info = _decord_reader(path, probe), probe.info
     for start in range(0, info.n_frames, _DECORD_BATCH):
         yield from _decord_batch(reader, info, list(range(start, min(info.n_frames, start + _DECORD_BATCH))))
 
 
-_DECODERS: dict[str, Callable[[Path, VideoInfo, list[int]], np.ndarray]] = {
+_DECODERS: dict[str, Callable[[Path, _Probe, list[int]], np.ndarray]] = {
     "decord": _decode_decord,
     "pyav": _decode_pyav,
     "opencv": _decode_opencv,
 }
-_STREAMS: dict[str, Callable[[Path, VideoInfo], Iterator[np.ndarray]]] = {
+_STREAMS: dict[str, Callable[[Path, _Probe], Iterator[np.ndarray]]] = {
     "decord": _stream_decord,
     "pyav": _stream_pyav,
     "opencv": _stream_opencv,
@@ -621,13 +632,14 @@ def read_video(
         raise ValueError(f"unknown video backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     path = Path(path)
     with opened_video(path, fd) as fd:
-        info = video_info(path, fd=fd)
+        probe = _probe(path, fd=fd)
+        info = probe.info
         if min_frames is not None and info.n_frames < min_frames:
             raise VideoError(path, f"too few frames: {info.n_frames} < {min_frames}")
         wanted = _wanted_indices(path, info.n_frames, indices, max_frames)
         unique = sorted(set(wanted))
         try:
-            decoded = _DECODERS[backend](_fd_path(fd), info, unique)
+            decoded = _DECODERS[backend](_fd_path(fd), probe, unique)
         except _BackendFailure as failure:
             raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
     if wanted != unique:
@@ -710,12 +722,12 @@ def read_ahead(frames: Iterable[T], depth: int = READ_AHEAD_FRAMES) -> Iterator[
 def _checked_frames(path: Path, backend: str, fd: int | None) -> Iterator[np.ndarray | None]:
     """None once the file is open and checked, then its frames: the descriptor stays open while they are read."""
     with opened_video(path, fd) as fd:
-        info = video_info(path, fd=fd)
+        probe = _probe(path, fd=fd)
         if backend == "decord":
             require_backend(backend)
         yield None
         try:
-            yield from _STREAMS[backend](_fd_path(fd), info)
+            yield from _STREAMS[backend](_fd_path(fd), probe)
         except _BackendFailure as failure:
             raise VideoError(path, f"{failure.kind}: {backend}: {failure.message[:200]}") from None
 
