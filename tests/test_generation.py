@@ -2181,6 +2181,27 @@ def test_a_generator_that_cannot_be_made_is_named_as_it_was_given(given: list[st
     assert exited.value.code == 2 and said[-1].startswith(f"error: {named}"), said
 
 
+@pytest.mark.parametrize(("given", "said"), [
+    (["command:true {out}", "-g", "prompt_schedule=maybe"], "-g prompt_schedule: 'maybe' is not a boolean"),
+    (["command:true {out}", "-g", "max_frames=x"], "-g max_frames: 'x' is not a whole number"),
+    (["static", "-g", "foo=1"], "generator static (pinbench.ops.generators:static): -g foo: not its option"),
+    (["folder", "-g", "dir=.", "-g", "foo=1"], "generator folder (pinbench.ops.generators:folder): -g foo: not its "
+                                               "option"),
+], ids=["command boolean", "command number", "static unknown", "folder unknown"])
+def test_a_bad_generator_option_is_refused_before_anything_is_written(given: list[str], said: str, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A command's ``-g prompt_schedule=maybe`` and a shipped factory's unknown option were refused only once the
+    fixture's data was built in the run directory (the check of a factory's source did not find pinbench's own
+    modules through its editable install, and passed over ``folder = Folder``)."""
+    from pinbench.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "paibench-c", "--fixture", "--out", str(tmp_path / "run"), "--generator", *given])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and lines[-1].startswith(f"error: {said}"), lines
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """--skip-scoring writes no scorecard or failures.tsv, so its last lines name each failed sample's reason (it

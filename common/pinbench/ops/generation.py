@@ -26,6 +26,7 @@ import glob
 import hashlib
 import importlib
 import importlib.machinery
+import importlib.util
 import inspect
 import json
 import os
@@ -546,6 +547,8 @@ def _module_source(module: str) -> str | None:
     for number in range(len(parts)):
         try:
             spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:number + 1]), path)
+            if spec is None and number == 0:   # an editable install's finder (pinbench's own): found, not run
+                spec = importlib.util.find_spec(parts[0])
         except (ImportError, ValueError):
             return None
         if spec is None:
@@ -1104,10 +1107,11 @@ class Generating:
 
     def __init__(self, spec: GeneratorSpec | None, recipe: Recipe, *, skip_generation: bool = False,
                  out_dir: Path | None = None) -> None:
-        """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
-        ``-g`` options its factory's source does not take (``check_factory_source``), a command whose program
-        this machine cannot run (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under
-        ``skip_generation``: nothing runs them). The program is asked for later (``unrunnable``) where the run
+        """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known,
+        ``-g`` options its factory's source does not take (``check_factory_source``), a command's ``-g`` values
+        that do not read (``command_capabilities``), a command whose program this machine cannot run
+        (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under ``skip_generation``: nothing
+        runs them). The program is asked for later (``unrunnable``) where the run
         folder ``out_dir`` holds rollouts this very generator made: a rerun that keeps them all runs nothing."""
         self.spec, self.recipe = spec, recipe
         self.unrunnable: RecipeError | None = None   # why the command cannot run, once a rollout is to be made
@@ -1115,6 +1119,8 @@ class Generating:
         self.target = factory_path(spec.spec, recipe) if spec is not None and spec.command is None else None
         if spec is not None and self.target is not None:
             check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
+        if spec is not None and spec.command is not None:
+            command_capabilities(spec.options)   # a bad -g value (prompt_schedule=maybe) came after the fixture's data
         if spec is not None and spec.command and not skip_generation:
             try:
                 check_program(spec.command)
