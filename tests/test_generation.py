@@ -1819,6 +1819,48 @@ def test_a_python_generator_that_raises_leaves_its_traceback_in_the_log(tmp_path
     assert f'File "{tmp_path / "raising.py"}", line 19, in broken' in said, said
 
 
+COLOURED = """
+from pinbench.core.generation import KINDS, Capabilities, Signature
+
+
+class Coloured:
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True)
+
+    def signature(self):
+        return Signature("coloured", "none")
+
+    def generate(self, request, out):
+        raise RuntimeError("\\x1b[1;31mCUDA\\x1b[0m out of memory\\x1b[K")
+
+
+def broken():
+    raise ValueError("\\x1b[31mno weights\\x1b[0m at /ckpt")
+"""
+
+
+def test_a_python_generators_coloured_exception_is_named_without_its_colour_codes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python generator's exception (rich, loguru: coloured) kept its escape codes in the sample's reason and the
+    run's error line, where a command's last line lost them (``provenance.one_line`` for both)."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "coloured.py").write_text(COLOURED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    log = tmp_path / "generator.log"
+    worker = Worker("coloured:Coloured", {}, log)
+    try:
+        with pytest.raises(GeneratorError) as caught:
+            worker.generate(_request(), tmp_path / "out.mp4", 60)
+    finally:
+        worker.stop()
+    assert str(caught.value) == f"RuntimeError: CUDA out of memory (traceback: {log})"
+    with pytest.raises(RecipeError) as made:
+        Worker("coloured:broken", {}, tmp_path / "broken.log").start()
+    assert str(made.value) == (f"generator coloured:broken: ValueError: no weights at /ckpt (traceback: "
+                               f"{tmp_path / 'broken.log'})")
+
+
 def test_skip_generation_fails_a_rollout_made_for_another_request(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A stored rollout of the right shape whose record was made for another request (its inputs changed since)

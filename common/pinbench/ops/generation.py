@@ -84,7 +84,7 @@ from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS, OptionError, boolean
-from pinbench.core.provenance import ANSI, redact, scrub, secret_flag_values
+from pinbench.core.provenance import one_line, redact, scrub, secret_flag_values
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused, alone_in, lock_name, process_stat
@@ -742,7 +742,7 @@ class _RedactedLog:
                 text = redact(line.decode("utf-8", errors="replace"))
                 sink.write(text.encode("utf-8"))
                 sink.flush()
-                self.last = " ".join(ANSI.sub("", text).split()) or self.last
+                self.last = one_line(text) or self.last
 
     def handed(self) -> None:
         """Close this process's write end once the child holds its own: the copy ends when the child's group does."""
@@ -897,7 +897,8 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
     except Exception as exc:   # the user's code: said in one line, then this child ends
         if not isinstance(exc, RecipeError):   # its signature() raised: where, in the log
             _traceback(f"describing generator {named} raised:")
-        say({"error": str(exc) if isinstance(exc, RecipeError) else f"generator {named}: {type(exc).__name__}: {exc}",
+        said = str(exc) if isinstance(exc, RecipeError) else f"generator {named}: {type(exc).__name__}: {exc}"
+        say({"error": one_line(said),
              "logged": not isinstance(exc, RecipeError) or isinstance(exc, FactoryRaised)})
         return
     for line in os.fdopen(request_fd, "r", encoding="utf-8"):
@@ -910,10 +911,10 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
                 print(_generating(request.id), file=sys.stderr, flush=True)
                 generator.generate(request, Path(message["out"]))
         except Reason as exc:   # its message is the whole reason (the folder generator's missing file): no traceback
-            say({"error": " ".join(str(exc).split()), "reason": True})
+            say({"error": one_line(str(exc)), "reason": True})
         except Exception as exc:   # one request's failure, said; the next request is served
             _traceback(f"generating {message.get('request', {}).get('id', 'a batch')!r} raised:")
-            say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
+            say({"error": f"{type(exc).__name__}: {one_line(str(exc))}"})
         else:
             say({"ok": True})
 
