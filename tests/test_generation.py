@@ -3331,7 +3331,8 @@ def test_a_verdicts_file_that_is_a_fifo_or_a_folder_costs_the_checks_not_the_run
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
     """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
     scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own
-    sample by name: now each fails its sample with what it is, and the others score."""
+    sample by name: now each fails its sample with what it is, and the others score. Each (a folder too) is said
+    as a missing one is, where it read ``NotRegularFile: ... (traceback: ...)``."""
     made = _run(tmp_path / "made", RENDER)
     assert made.exit_code == 0, made.message
     mine = tmp_path / "mine"
@@ -3340,14 +3341,33 @@ def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_ru
     os.mkfifo(mine / "edge" / "task_0001.mp4")
     (mine / "edge" / "task_0002.mp4").unlink()
     (mine / "edge" / "task_0002.mp4").symlink_to(tmp_path / "nowhere.mp4")
+    (mine / "edge" / "task_0003.mp4").unlink()
+    (mine / "edge" / "task_0003.mp4").mkdir()
     outcome = _run(tmp_path / "run", "folder", dir=str(mine))
     assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
     records = load_records(tmp_path / "run" / "generation")
-    assert [sid for sid, r in sorted(records.items()) if r.ok] == ["edge.task_0000", "edge.task_0003"]
-    assert f"{mine / 'edge' / 'task_0001.mp4'}: a FIFO (named pipe), not a regular file" in \
-        records["edge.task_0001"].error
-    assert f"{mine / 'edge' / 'task_0002.mp4'}: a dangling symlink (to {str(tmp_path / 'nowhere.mp4')!r})" in \
-        records["edge.task_0002"].error
+    assert [sid for sid, r in sorted(records.items()) if r.ok] == ["edge.task_0000"]
+    # each in one line naming the file, as a missing one is: no class name, no traceback (pinbench's own) to read
+    assert records["edge.task_0001"].error == (f"{mine / 'edge' / 'task_0001.mp4'}: a FIFO (named pipe), not a "
+                                               "regular file (request edge.task_0001)")
+    assert records["edge.task_0002"].error == (f"{mine / 'edge' / 'task_0002.mp4'}: a dangling symlink (to "
+                                               f"{str(tmp_path / 'nowhere.mp4')!r}) (request edge.task_0002)")
+    assert records["edge.task_0003"].error == (f"{mine / 'edge' / 'task_0003.mp4'}: is a directory, not a file "
+                                               "(request edge.task_0003)")
+
+
+def test_a_folder_generators_dir_with_a_line_break_is_named_as_it_is(tmp_path: Path) -> None:
+    """``-g dir=$'mine\\n'`` was said ``-g dir=mine : not a folder`` (the error line's break made a space): the
+    folder ``mine`` there is the one the user meant, and the name shown was not the one given."""
+    from pinbench.ops.generation import rollouts_dir
+
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(ValueError) as caught:
+        rollouts_dir(f"{tmp_path / 'mine'}\n")
+    assert str(caught.value) == (f"-g dir={tmp_path / 'mine'}\\n: not a folder (--generator folder copies the "
+                                 "rollouts under it)")
+    (tmp_path / "ünï cødé").mkdir()   # a name of spaces and accents is a folder like any
+    assert rollouts_dir(str(tmp_path / "ünï cødé")) == tmp_path / "ünï cødé"
 
 
 def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_folder(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS, OptionError, boolean
-from pinbench.core.provenance import one_line, redact, scrub, secret_flag_values
+from pinbench.core.provenance import one_line, printable, redact, scrub, secret_flag_values
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused, alone_in, lock_name, process_stat
@@ -1098,7 +1098,8 @@ def rollouts_dir(dir: str) -> Path:  # noqa: A002 (the -g option's name)
         raise ValueError("--generator folder: give -g dir=DIR, the folder of your rollouts (each at its request's "
                          "output path under it)")
     if not os.path.isdir(dir):
-        raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
+        # printable: a line break in it was printed as a space, a name that is not the one given
+        raise ValueError(f"-g dir={printable(dir)}: not a folder (--generator folder copies the rollouts under it)")
     return Path(dir)
 
 
