@@ -1819,6 +1819,48 @@ def test_a_python_generator_that_raises_leaves_its_traceback_in_the_log(tmp_path
     assert f'File "{tmp_path / "raising.py"}", line 19, in broken' in said, said
 
 
+COLOURED = """
+from pinbench.core.generation import KINDS, Capabilities, Signature
+
+
+class Coloured:
+    capabilities = Capabilities(kinds=frozenset(KINDS), prompt_schedule=True)
+
+    def signature(self):
+        return Signature("coloured", "none")
+
+    def generate(self, request, out):
+        raise RuntimeError("\\x1b[1;31mCUDA\\x1b[0m out of memory\\x1b[K")
+
+
+def broken():
+    raise ValueError("\\x1b[31mno weights\\x1b[0m at /ckpt")
+"""
+
+
+def test_a_python_generators_coloured_exception_is_named_without_its_colour_codes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python generator's exception (rich, loguru: coloured) kept its escape codes in the sample's reason and the
+    run's error line, where a command's last line lost them (``provenance.one_line`` for both)."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import GeneratorError, Worker
+
+    (tmp_path / "coloured.py").write_text(COLOURED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    log = tmp_path / "generator.log"
+    worker = Worker("coloured:Coloured", {}, log)
+    try:
+        with pytest.raises(GeneratorError) as caught:
+            worker.generate(_request(), tmp_path / "out.mp4", 60)
+    finally:
+        worker.stop()
+    assert str(caught.value) == f"RuntimeError: CUDA out of memory (traceback: {log})"
+    with pytest.raises(RecipeError) as made:
+        Worker("coloured:broken", {}, tmp_path / "broken.log").start()
+    assert str(made.value) == (f"generator coloured:broken: ValueError: no weights at /ckpt (traceback: "
+                               f"{tmp_path / 'broken.log'})")
+
+
 def test_skip_generation_fails_a_rollout_made_for_another_request(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A stored rollout of the right shape whose record was made for another request (its inputs changed since)
@@ -2179,6 +2221,27 @@ def test_a_generator_that_cannot_be_made_is_named_as_it_was_given(given: list[st
         main(["run", "paibench-c", "--fixture", "--out", str(tmp_path / "run"), "--generator", *given])
     said = capsys.readouterr().err.strip().splitlines()
     assert exited.value.code == 2 and said[-1].startswith(f"error: {named}"), said
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    (["command:true {out}", "-g", "prompt_schedule=maybe"], "-g prompt_schedule: 'maybe' is not a boolean"),
+    (["command:true {out}", "-g", "max_frames=x"], "-g max_frames: 'x' is not a whole number"),
+    (["static", "-g", "foo=1"], "generator static (pinbench.ops.generators:static): -g foo: not its option"),
+    (["folder", "-g", "dir=.", "-g", "foo=1"], "generator folder (pinbench.ops.generators:folder): -g foo: not its "
+                                               "option"),
+], ids=["command boolean", "command number", "static unknown", "folder unknown"])
+def test_a_bad_generator_option_is_refused_before_anything_is_written(given: list[str], said: str, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A command's ``-g prompt_schedule=maybe`` and a shipped factory's unknown option were refused only once the
+    fixture's data was built in the run directory (the check of a factory's source did not find pinbench's own
+    modules through its editable install, and passed over ``folder = Folder``)."""
+    from pinbench.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "paibench-c", "--fixture", "--out", str(tmp_path / "run"), "--generator", *given])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and lines[-1].startswith(f"error: {said}"), lines
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path,
@@ -3268,7 +3331,8 @@ def test_a_verdicts_file_that_is_a_fifo_or_a_folder_costs_the_checks_not_the_run
 def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_run_finishes(tmp_path: Path) -> None:
     """A FIFO or a dangling symlink where a rollout belongs in ``-g dir=`` stopped the whole run before anything was
     scored (the folder's digest refused it: "file not found" for the link), where a missing rollout fails its own
-    sample by name: now each fails its sample with what it is, and the others score."""
+    sample by name: now each fails its sample with what it is, and the others score. Each (a folder too) is said
+    as a missing one is, where it read ``NotRegularFile: ... (traceback: ...)``."""
     made = _run(tmp_path / "made", RENDER)
     assert made.exit_code == 0, made.message
     mine = tmp_path / "mine"
@@ -3277,14 +3341,33 @@ def test_the_folder_generator_fails_a_fifo_or_a_dangling_link_by_name_and_the_ru
     os.mkfifo(mine / "edge" / "task_0001.mp4")
     (mine / "edge" / "task_0002.mp4").unlink()
     (mine / "edge" / "task_0002.mp4").symlink_to(tmp_path / "nowhere.mp4")
+    (mine / "edge" / "task_0003.mp4").unlink()
+    (mine / "edge" / "task_0003.mp4").mkdir()
     outcome = _run(tmp_path / "run", "folder", dir=str(mine))
     assert outcome.exit_code == 2 and outcome.scorecard_path is not None, outcome.message
     records = load_records(tmp_path / "run" / "generation")
-    assert [sid for sid, r in sorted(records.items()) if r.ok] == ["edge.task_0000", "edge.task_0003"]
-    assert f"{mine / 'edge' / 'task_0001.mp4'}: a FIFO (named pipe), not a regular file" in \
-        records["edge.task_0001"].error
-    assert f"{mine / 'edge' / 'task_0002.mp4'}: a dangling symlink (to {str(tmp_path / 'nowhere.mp4')!r})" in \
-        records["edge.task_0002"].error
+    assert [sid for sid, r in sorted(records.items()) if r.ok] == ["edge.task_0000"]
+    # each in one line naming the file, as a missing one is: no class name, no traceback (pinbench's own) to read
+    assert records["edge.task_0001"].error == (f"{mine / 'edge' / 'task_0001.mp4'}: a FIFO (named pipe), not a "
+                                               "regular file (request edge.task_0001)")
+    assert records["edge.task_0002"].error == (f"{mine / 'edge' / 'task_0002.mp4'}: a dangling symlink (to "
+                                               f"{str(tmp_path / 'nowhere.mp4')!r}) (request edge.task_0002)")
+    assert records["edge.task_0003"].error == (f"{mine / 'edge' / 'task_0003.mp4'}: is a directory, not a file "
+                                               "(request edge.task_0003)")
+
+
+def test_a_folder_generators_dir_with_a_line_break_is_named_as_it_is(tmp_path: Path) -> None:
+    """``-g dir=$'mine\\n'`` was said ``-g dir=mine : not a folder`` (the error line's break made a space): the
+    folder ``mine`` there is the one the user meant, and the name shown was not the one given."""
+    from pinbench.ops.generation import rollouts_dir
+
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(ValueError) as caught:
+        rollouts_dir(f"{tmp_path / 'mine'}\n")
+    assert str(caught.value) == (f"-g dir={tmp_path / 'mine'}\\n: not a folder (--generator folder copies the "
+                                 "rollouts under it)")
+    (tmp_path / "ünï cødé").mkdir()   # a name of spaces and accents is a folder like any
+    assert rollouts_dir(str(tmp_path / "ünï cødé")) == tmp_path / "ünï cødé"
 
 
 def test_a_skip_generation_run_refused_for_want_of_a_generating_run_leaves_no_folder(tmp_path: Path) -> None:

@@ -976,6 +976,18 @@ def test_a_misspelt_command_placeholder_is_refused_before_anything_is_written(tm
     assert not (out / "slurm").exists()
 
 
+def test_a_commands_bad_option_value_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """``-g prompt_schedule=maybe`` of a command: the scripts were written and every queued job refused it as it
+    started; now refused at submission in one line, as pinbench run refuses it."""
+    out = tmp_path / "r"
+    result = runner.invoke(cli.app, ["submit", "remembench", "--shards", "2", "--fixture", "--out", str(out),
+                                     "--dry-run", "--generator", "command:gen --request {request} --out {out}",
+                                     "-g", "prompt_schedule=maybe"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "-g prompt_schedule: 'maybe' is not a boolean" in result.output
+    assert not (out / "slurm").exists()
+
+
 def _container_env_and_mounts(text: str, container: str) -> tuple[dict[str, str], dict[str, str]]:
     """What a phase script's container gets: its environment as set in the script, and {container path: host
     path[:ro]} of its mounts."""

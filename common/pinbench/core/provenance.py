@@ -372,6 +372,12 @@ def _may_match(text: str) -> bool:
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line without its colour codes (``ANSI``): what a generator said (a command's last line, a
+    Python generator's exception), as a sample's reason keeps it and the run's ending prints it."""
+    return " ".join(ANSI.sub("", text).split())
+
+
 def redact(text: str, extra: Iterable[str] = ()) -> str:
     """Replace Hugging Face, GitHub, GitLab, sk-, Slack and AWS tokens (key ids; secret keys beside a name or a key
     id), PEM private key bodies, Slack webhook paths, Azure account keys and SAS signatures, URL passwords and token

@@ -26,6 +26,7 @@ import glob
 import hashlib
 import importlib
 import importlib.machinery
+import importlib.util
 import inspect
 import json
 import os
@@ -83,7 +84,7 @@ from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS, OptionError, boolean
-from pinbench.core.provenance import ANSI, redact, scrub, secret_flag_values
+from pinbench.core.provenance import one_line, printable, redact, scrub, secret_flag_values
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
 from pinbench.core.rundir import Refused, alone_in, lock_name, process_stat
@@ -546,6 +547,8 @@ def _module_source(module: str) -> str | None:
     for number in range(len(parts)):
         try:
             spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:number + 1]), path)
+            if spec is None and number == 0:   # an editable install's finder (pinbench's own): found, not run
+                spec = importlib.util.find_spec(parts[0])
         except (ImportError, ValueError):
             return None
         if spec is None:
@@ -739,7 +742,7 @@ class _RedactedLog:
                 text = redact(line.decode("utf-8", errors="replace"))
                 sink.write(text.encode("utf-8"))
                 sink.flush()
-                self.last = " ".join(ANSI.sub("", text).split()) or self.last
+                self.last = one_line(text) or self.last
 
     def handed(self) -> None:
         """Close this process's write end once the child holds its own: the copy ends when the child's group does."""
@@ -894,7 +897,8 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
     except Exception as exc:   # the user's code: said in one line, then this child ends
         if not isinstance(exc, RecipeError):   # its signature() raised: where, in the log
             _traceback(f"describing generator {named} raised:")
-        say({"error": str(exc) if isinstance(exc, RecipeError) else f"generator {named}: {type(exc).__name__}: {exc}",
+        said = str(exc) if isinstance(exc, RecipeError) else f"generator {named}: {type(exc).__name__}: {exc}"
+        say({"error": one_line(said),
              "logged": not isinstance(exc, RecipeError) or isinstance(exc, FactoryRaised)})
         return
     for line in os.fdopen(request_fd, "r", encoding="utf-8"):
@@ -907,10 +911,10 @@ def serve(target: str, reply_fd: int, request_fd: int, named: str) -> None:
                 print(_generating(request.id), file=sys.stderr, flush=True)
                 generator.generate(request, Path(message["out"]))
         except Reason as exc:   # its message is the whole reason (the folder generator's missing file): no traceback
-            say({"error": " ".join(str(exc).split()), "reason": True})
+            say({"error": one_line(str(exc)), "reason": True})
         except Exception as exc:   # one request's failure, said; the next request is served
             _traceback(f"generating {message.get('request', {}).get('id', 'a batch')!r} raised:")
-            say({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"})
+            say({"error": f"{type(exc).__name__}: {one_line(str(exc))}"})
         else:
             say({"ok": True})
 
@@ -1094,7 +1098,8 @@ def rollouts_dir(dir: str) -> Path:  # noqa: A002 (the -g option's name)
         raise ValueError("--generator folder: give -g dir=DIR, the folder of your rollouts (each at its request's "
                          "output path under it)")
     if not os.path.isdir(dir):
-        raise ValueError(f"-g dir={dir}: not a folder (--generator folder copies the rollouts under it)")
+        # printable: a line break in it was printed as a space, a name that is not the one given
+        raise ValueError(f"-g dir={printable(dir)}: not a folder (--generator folder copies the rollouts under it)")
     return Path(dir)
 
 
@@ -1104,10 +1109,11 @@ class Generating:
 
     def __init__(self, spec: GeneratorSpec | None, recipe: Recipe, *, skip_generation: bool = False,
                  out_dir: Path | None = None) -> None:
-        """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known and
-        ``-g`` options its factory's source does not take (``check_factory_source``), a command whose program
-        this machine cannot run (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under
-        ``skip_generation``: nothing runs them). The program is asked for later (``unrunnable``) where the run
+        """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known,
+        ``-g`` options its factory's source does not take (``check_factory_source``), a command's ``-g`` values
+        that do not read (``command_capabilities``), a command whose program this machine cannot run
+        (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under ``skip_generation``: nothing
+        runs them). The program is asked for later (``unrunnable``) where the run
         folder ``out_dir`` holds rollouts this very generator made: a rerun that keeps them all runs nothing."""
         self.spec, self.recipe = spec, recipe
         self.unrunnable: RecipeError | None = None   # why the command cannot run, once a rollout is to be made
@@ -1115,6 +1121,8 @@ class Generating:
         self.target = factory_path(spec.spec, recipe) if spec is not None and spec.command is None else None
         if spec is not None and self.target is not None:
             check_factory_source(self.target, spec.options, generator_name(spec.spec, self.target))
+        if spec is not None and spec.command is not None:
+            command_capabilities(spec.options)   # a bad -g value (prompt_schedule=maybe) came after the fixture's data
         if spec is not None and spec.command and not skip_generation:
             try:
                 check_program(spec.command)

@@ -54,7 +54,7 @@ from pinbench.ops.docker_runtime import (
     stages_for,
     user_options,
 )
-from pinbench.ops.generation import command_argv, command_of
+from pinbench.ops.generation import command_argv, command_capabilities, command_of
 from pinbench.ops.job_command import (
     CONTAINERS,
     IMAGE_ID,
@@ -308,6 +308,7 @@ def _config(request: Request, phase: ScaleOutPhase, cwd: Path) -> RunConfig:
             generation_timeout_s=request.generation_timeout, cwd=cwd)
         if request.generator is not None and request.generator.startswith("command:"):
             command_argv(request.generator)   # a misspelt placeholder: refused here, not in every job
+            command_capabilities(cfg.generator_options)   # and a -g value that does not read (prompt_schedule=maybe)
     except (RecipeError, ValueError) as exc:  # flags the recipe refuses, bad names, bad options
         raise SubmitError(str(exc)) from None
     out = cfg.out_dir if cfg.out_dir.is_absolute() else cwd / cfg.out_dir
