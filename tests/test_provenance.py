@@ -747,6 +747,41 @@ def test_ports_image_digests_and_scoped_paths_are_no_url_password() -> None:
     assert redact(plain) == plain and not holds_secret(plain)
 
 
+DIGEST = "sha256:" + "ab12" * 16
+URL_USERINFO_BOUNDS = [  # (text, what redact makes of it): over-hidden in session 53
+    (f"docker://ubuntu:22.04@{DIGEST}", f"docker://ubuntu:22.04@{DIGEST}"),   # a tag before a digest: no password
+    (f"ubuntu:22.04@{DIGEST} docker://registry:5000/img:tag@{DIGEST}",
+     f"ubuntu:22.04@{DIGEST} docker://registry:5000/img:tag@{DIGEST}"),
+    (f"docker://u:S3cr3t@registry/img@{DIGEST}", f"docker://u:***@registry/img@{DIGEST}"),
+    ("docker://u:p@registry/img", "docker://u:***@registry/img"),
+    ('{"a":"https://u:p@h/x","b":"me@example.org"}', '{"a":"https://u:***@h/x","b":"me@example.org"}'),
+    ('{"a":"https://u:p@h/x","b":"https://v:q@h2/y"}', '{"a":"https://u:***@h/x","b":"https://v:***@h2/y"}'),
+    (f'{{"a":"docker://ubuntu:22.04@{DIGEST}","b":"me@example.org"}}',
+     f'{{"a":"docker://ubuntu:22.04@{DIGEST}","b":"me@example.org"}}'),
+    ('https://u:pa"ss@host', "https://u:***@host"),   # a raw '"' in a password: no JSON string's end before an '@'
+    ('{"a":"https://u:pa\\"ss@h","b":"me@x.org"}', '{"a":"https://u:***@h","b":"me@x.org"}'),   # an escaped '"'
+]
+
+
+@pytest.mark.parametrize(("text", "hidden"), URL_USERINFO_BOUNDS)
+def test_a_url_password_ends_at_its_json_string_and_an_image_digest_is_no_user_info(text: str, hidden: str) -> None:
+    """``ubuntu:22.04@sha256:...`` names an image by tag and digest: its '22.04' was hidden as a password; in compact
+    JSON a password ran to the last '@' of the line, past its string's closing quote, hiding the next fields."""
+    assert redact(text) == hidden
+
+
+def test_hostile_lines_of_quotes_and_image_digests_are_redacted_in_linear_time() -> None:
+    """A password's end is sought to a JSON string's end, then (no '@' before it) to the run's, and past each image
+    digest's '@': 100 kB lines of each read once (under 0.05 s each by hand). Outputs asserted; the subprocess's
+    limit is a backstop far above that, never a measure."""
+    code = ("from pinbench.core.provenance import redact; h = 'ab12' * 16; "
+            "lines = ['a://b:c\"' * 12500 + '@', 'a://b:c' + ('@sha256:' + h + '/') * 1400 + ' ', "
+            "('a://b:1.0@sha256:' + h + ',') * 1200, 'a://b:c@\"' * 11200, 'a://b:' + '\\\\\"' * 50000 + '@']; "
+            "print(min(map(len, lines)) > 98000, *(redact(line).count('***') for line in lines))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.split() == ["True", "1", "0", "0", "11200", "1"]
+
+
 def test_a_hostile_line_of_url_fragments_is_redacted_in_linear_time() -> None:
     """The user info runs to the last '@' of its URL: a pattern that searched for it from every "://" of a line
     without one takes quadratic time: this 100 kB line of "a://b:", '/' and '@' fragments took 4.2 s so and takes

@@ -58,7 +58,9 @@ _HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za
 # A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the
 # scorecard, generator.json and the report whole. The user name runs to the first ':' or '@'; after a ':' the
 # password runs to the URL's last '@' (its run of non-space), so that one holding an unencoded '/', '?', '#' or '@'
-# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"). A ':' and one
+# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"); in JSON text to
+# the last '@' before its string's unescaped '"' (one holding none: the run's), and an '@' starting an image digest
+# (img:22.04@sha256:...) ends no password. A ':' and one
 # to five digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...; a password
 # of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own first
 # one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON escapes
@@ -69,6 +71,8 @@ _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
 _URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:\[]*)(?=[:@])")
 _URL_PORT = re.compile(r":[0-9]{1,5}\\?[/?#]")
 _NON_SPACE = re.compile(r"\S*")
+_IN_STRING = re.compile(r'(?:[^\s"\\]|\\\S)*')   # to a run's end or an unescaped '"' (a JSON string's end)
+_DIGEST = re.compile(r"sha(?:256:[0-9a-f]{64}|512:[0-9a-f]{128})(?![0-9A-Za-z])")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys, AWS access key ids (AKIA; ASIA of temporary credentials) and Slack tokens
 # (xoxb-/xoxp-/xoxa-/xoxr-/xoxs-, app-level xapp-, then digits, letters and dashes with a digit among them). An sk-
@@ -295,9 +299,9 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
 
 def _hide_url_userinfo(text: str) -> str:
     """``text`` with each URL's password and token-shaped user name hidden (``_URL_USER``). In linear time: a
-    password runs to the last '@' of its run of non-space, so once one is sought no later URL of that run can hold
-    user info and the run is skipped: sought again from each "://" of it, a 100 kB line of "a://b:c/" fragments took
-    4.2 s, not 0.02 s."""
+    password runs to the last '@' of its JSON string or run of non-space, so once one is sought no later URL of that
+    string or run can hold user info and it is skipped: sought again from each "://" of it, a 100 kB line of
+    "a://b:c/" fragments took 4.2 s, not 0.02 s."""
     parts, at, skip = [], 0, 0
     for match in _URL_USER.finditer(text):
         if match.start() < skip:
@@ -309,8 +313,11 @@ def _hide_url_userinfo(text: str) -> str:
         elif _URL_PORT.match(text, sep):
             continue
         else:
-            skip = _NON_SPACE.match(text, sep).end()
-            end = text.rfind("@", sep, skip)
+            skip = _IN_STRING.match(text, sep).end()
+            end = _last_at(text, sep, skip)
+            if text.find("@", sep, skip) < 0:   # no '@' before the quote: a password holding a raw '"'
+                skip = _NON_SPACE.match(text, sep).end()
+                end = _last_at(text, sep, skip)
             if end < 0:
                 continue
             password = text[sep + 1:end]
@@ -318,6 +325,15 @@ def _hide_url_userinfo(text: str) -> str:
                   "" if password is None else f":{REDACTED}" if password else ":", "@"]
         at = end + 1
     return "".join([*parts, text[at:]])
+
+
+def _last_at(text: str, start: int, stop: int) -> int:
+    """The last '@' of ``text[start:stop]`` that starts no image digest (``ubuntu:22.04@sha256:...`` names an image,
+    its tag read as a password was hidden); -1 for none."""
+    end = text.rfind("@", start, stop)
+    while end >= 0 and _DIGEST.match(text, end + 1):
+        end = text.rfind("@", start, end)
+    return end
 
 
 def _may_hold_url_userinfo(text: str) -> bool:
