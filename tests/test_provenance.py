@@ -916,6 +916,15 @@ def test_an_argv_flag_is_secret_only_when_its_name_ends_in_the_secret_s_word(mon
                               ) == ["hf-value", "api-value", "aws-value", "env-value", "pem-value", "pw-value"]
 
 
+def test_a_no_negation_of_a_secret_flag_takes_no_value() -> None:
+    """``--no-token prompt.txt``: a switch and a positional word; 'prompt.txt' was kept as a secret and hidden in every
+    value, id and path written. ``--token VALUE`` and a negation's own ``=`` value stay kept."""
+    from pinbench.core.provenance import secret_flag_values
+
+    assert secret_flag_values(["gen", "--no-token", "prompt.txt", "--no_api_key", "x.txt", "-no-hf-token", "y.txt",
+                               "--no-token=eq-value", "--token", "tok-value"]) == ["eq-value", "tok-value"]
+
+
 def test_a_g_option_named_to_another_thing_than_a_secret_keeps_its_value_visible(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``-g credentials_profile=default`` kept 'default' as a secret: hidden in every value, id and path written."""

@@ -215,13 +215,14 @@ def _flag_secret(word: str, after: str) -> str | None:
     (--token V); None for any other word (a shell's -c script with a '=' in it is no flag). The flag's name ends in
     the secret's word (``--hf-token``, ``--api-key``): one that only holds it names another thing
     (``--credentials-profile default``, ``--token-budget 100k``), whose value kept as a secret hid that word in
-    every value, id and path written."""
+    every value, id and path written. A ``--no-*`` negation takes no next word (its ``=`` value is still kept)."""
     name, equals, value = word.partition("=")
     if not _FLAG_NAME.fullmatch(name) or not _ends_secret(name):
         return None
     if equals:
         return value
-    return after if name.startswith("-") and not after.startswith("-") else None
+    negation = _words(name)[0] == "no"   # --no-token is a switch: the word after it (a prompt.txt) is no value
+    return after if name.startswith("-") and not negation and not after.startswith("-") else None
 
 
 def _kept_secrets(text: str | None) -> list[str]:
