@@ -925,6 +925,22 @@ def test_a_no_negation_of_a_secret_flag_takes_no_value() -> None:
                                "--no-token=eq-value", "--token", "tok-value"]) == ["eq-value", "tok-value"]
 
 
+def test_a_secret_flag_inside_a_shell_s_c_script_is_kept() -> None:
+    """``sh -c "gen --token VALUE"``: the flag is a word of the script, one argv word; its value was kept by no rule.
+    The script is split as the shell splits it (nested, after a wrapper or -ec too); one that does not split is
+    kept whole. A -c of no shell is no script."""
+    from pinbench.core.provenance import secret_flag_values
+
+    assert secret_flag_values(["sh", "-c", "gen --token sh-value {out}"]) == ["sh-value"]
+    assert secret_flag_values(["timeout", "60", "/bin/bash", "-ec", "gen --api-key=bash-value --token-budget 100k "
+                               "--no-token p.txt; sh -c 'gen --hf-token nested-value'"]) == ["bash-value",
+                                                                                             "nested-value"]
+    assert secret_flag_values(["sh", "-c", "echo --token semi-value; gen&&x --token=amp-value # --token hash-value"]
+                              ) == ["semi-value", "amp-value", "hash-value"]
+    assert secret_flag_values(["sh", "-c", "gen --token 'open-quote"]) == ["gen --token 'open-quote"]
+    assert secret_flag_values(["gen", "-c", "x --token not-a-script"]) == []
+
+
 def test_a_g_option_named_to_another_thing_than_a_secret_keeps_its_value_visible(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``-g credentials_profile=default`` kept 'default' as a secret: hidden in every value, id and path written."""

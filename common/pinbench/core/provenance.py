@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -188,9 +189,34 @@ def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None =
 
 
 def secret_flag_values(argv: Sequence[str]) -> list[str]:
-    """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret."""
-    return [value for value in (_flag_secret(word, after) for word, after in pairwise([*argv, ""]))
-            if value and "{" not in value and not _number(value)]
+    """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret. Those
+    of a shell's ``-c`` script too, split at spaces and its operators as the shell splits it (``sh -c "gen --token
+    abc"`` kept none), or the whole script when it does not split."""
+    values = [value for value in (_flag_secret(word, after) for word, after in pairwise([*argv, ""]))
+              if value and "{" not in value and not _number(value)]
+    for script in _shell_scripts(argv):
+        words = shlex.shlex(script, posix=True, punctuation_chars=True)   # "--token abc;" gives abc, not "abc;"
+        words.whitespace_split, words.commenters = True, ""   # a comment's flags are written too
+        try:
+            values += secret_flag_values(list(words))
+        except ValueError:
+            values.append(script)
+    return values
+
+
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"}
+_SHELL_C = re.compile(r"-[A-Za-z]*c[A-Za-z]*")   # -c, -ec, -lc
+
+
+def _shell_scripts(argv: Sequence[str]) -> list[str]:
+    """The words of ``argv`` after a ``-c`` that follows a shell's name (``timeout 60 bash -ec SCRIPT``)."""
+    shell = False
+    scripts = []
+    for word, after in pairwise(argv):
+        shell = shell or PurePath(word).name in _SHELLS
+        if shell and _SHELL_C.fullmatch(word):
+            scripts.append(after)
+    return scripts
 
 
 def _number(value: str) -> bool:
