@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -939,6 +940,21 @@ def test_a_secret_flag_inside_a_shell_s_c_script_is_kept() -> None:
                               ) == ["semi-value", "amp-value", "hash-value"]
     assert secret_flag_values(["sh", "-c", "gen --token 'open-quote"]) == ["gen --token 'open-quote"]
     assert secret_flag_values(["gen", "-c", "x --token not-a-script"]) == []
+
+
+@pytest.mark.parametrize("encode", [lambda v: json.dumps({"m": v}), lambda v: json.dumps({"m": v}, ensure_ascii=False),
+                                    lambda v: json.dumps({"m": v}).replace("/", "\\/")])
+def test_a_secret_value_as_json_text_spells_it_is_hidden(encode: Callable[[str], str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator logging JSON: a secret-named variable's or kept value holding '"', '\\', '/' or non-ASCII stood
+    there escaped (pä\\"ss\\/...), which the value as written never matched: the log kept it whole."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV, holds_secret, keep_secret
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
+    monkeypatch.setenv("MY_API_KEY", 'pä"ss/wörd\\x')
+    keep_secret(['kept"value/1'])
+    for value in ('pä"ss/wörd\\x', 'kept"value/1'):
+        assert redact(encode(value)) == encode("***") and holds_secret(encode(value))
 
 
 def test_a_g_option_named_to_another_thing_than_a_secret_keeps_its_value_visible(

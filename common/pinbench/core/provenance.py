@@ -288,7 +288,16 @@ def _secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
 
 
 def _longest_first(values: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted((v for v in values if v and len(v) >= _MIN_SECRET_LEN), key=len, reverse=True))
+    """The values long enough to be secrets and their spellings in JSON text (``_json_spellings``), longest first."""
+    kept = {spelling for v in values if v and len(v) >= _MIN_SECRET_LEN for spelling in _json_spellings(v)}
+    return tuple(sorted(kept, key=len, reverse=True))
+
+
+def _json_spellings(value: str) -> set[str]:
+    """``value`` and how JSON text spells it (a generator logging JSON): its '"' and '\\' escaped, its non-ASCII
+    as \\u escapes or not, its '/' as \\/ or not; a value holding one of them was written whole."""
+    escaped = {json.dumps(value, ensure_ascii=ascii_only)[1:-1] for ascii_only in (False, True)}
+    return {value, *escaped, *(e.replace("/", "\\/") for e in escaped)}
 
 
 _environment_cache: tuple[dict[Any, Any], tuple[str, ...]] | None = None
