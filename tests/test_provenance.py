@@ -957,6 +957,52 @@ def test_a_secret_value_as_json_text_spells_it_is_hidden(encode: Callable[[str],
         assert redact(encode(value)) == encode("***") and holds_secret(encode(value))
 
 
+NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free text was written whole in session 53
+    ("password=hunter22 MY_TOKEN=abcdefgh", "password=*** MY_TOKEN=***"),
+    ("api_key: zzzsecretvalue", "api_key: ***"), ("Api-Key: zzzsecretvalue, next", "Api-Key: ***, next"),
+    ("token: q1w2e3r4 and more", "token: *** and more"),
+    ("Namespace(token='abc123def', x=1)", "Namespace(token='***', x=1)"),
+    ('{"api_key": "abcdef123", "n": 1}', '{"api_key": "***", "n": 1}'),
+    ('"{\\"password\\": \\"s3cr3tpw\\"}"', '"{\\"password\\": \\"***\\"}"'),
+    ('{"msg":"x\\npassword=hunter22"}', '{"msg":"x\\npassword=***"}'),
+    ("https://h/x?access_token=abcdefgh&y=1", "https://h/x?access_token=***&y=1"),
+    ('a line cut at token="abcdefgh', 'a line cut at token="***'),
+]
+NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
+                   "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
+                   "pad_token: <pad> api_key: plain words follow", "password: 123456"]
+
+
+@pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)
+def test_a_value_after_a_secret_s_name_in_free_text_is_hidden(text: str, hidden: str) -> None:
+    """A generator printing password=V or api_key: V (no variable or option declared it): V reached the log whole."""
+    from pinbench.core.provenance import holds_secret
+
+    assert redact(text) == hidden and holds_secret(text)
+
+
+def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
+    """Names without a value, names before 100,000 spaces, many pairs, one long value, an unclosed quote: each 100 kB
+    line read once (under 0.05 s each by hand). Outputs asserted; the subprocess's limit is a backstop far above
+    that, never a measure."""
+    code = ("from pinbench.core.provenance import redact; "
+            "lines = ['token' * 20000, 'password' + ' ' * 100000, 'api_key' + ' ' * 50000 + ':' + ' ' * 50000, "
+            "'token=abcdefgh ' * 6700, 'api_key: abcdefgh ' * 5600, 'password=' + 'a1' * 50000, "
+            "'token=\"' + 'a' * 100000 + ' x', 'key:' * 25000]; "
+            "print(min(map(len, lines)) > 99000, *(redact(line).count('***') for line in lines))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.split() == ["True", "0", "0", "0", "6700", "0", "1", "0", "0"]
+
+
+def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:
+    """A recipe's description of HF_TOKEN, a YAML block, a flag's true, a count or a name only holding the word are
+    no value to hide: hidden, a recipe's YAML was never kept parsed."""
+    from pinbench.core.provenance import holds_secret
+
+    for text in NAMED_NO_VALUES:
+        assert redact(text) == text and not holds_secret(text), text
+
+
 def test_a_g_option_named_to_another_thing_than_a_secret_keeps_its_value_visible(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``-g credentials_profile=default`` kept 'default' as a secret: hidden in every value, id and path written."""

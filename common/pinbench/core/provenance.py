@@ -135,6 +135,18 @@ _AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}{_JSON_SEPARAT
                                     re.IGNORECASE)
 _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
+# A value after a name whose last word is a secret's (``_ends_secret``: password=V, api_key: V, "hf_token": "V",
+# MY_TOKEN=V) in free text a generator prints: no variable or option declared it. Its name may follow a JSON escape
+# (\npassword=V); between name and value a quote (escaped in JSON text), spaces, one ':' or '=', spaces, a quote.
+# The value is one word of six characters or more (true, none, >- and short words stay; to an '&': a URL's query), no
+# number (a count); a quoted one ends at its quote or line (a quoted phrase is prose: HF_TOKEN: "Hugging Face ..."),
+# an unquoted one after ':' ends its line, string or field, or mixes digits and letters (api_key: V as a log's last
+# word, token: q1w2e3 and more; not HF_TOKEN: Hugging Face token).
+_NAMED_VALUE = re.compile(_starts("tTsSpPcCaA", "A-Za-z0-9") + r"(?i:token|secret|passw(?:or)?d|credentials?|apikey"
+                          r"|(?:api|access|private|secret)[_.-]?key)"
+                          r"(\\?[\"']?[ \t]*[:=][ \t]*)(\\?[\"'])?((?:[^\s\"'\\&]|\\[^\s\"'nrtbfu]){6,})")
+_FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
+_MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
 # A secret word ends a part of the name or comes before a digit (PGPASSWORD, GITHUB_TOKEN, OPENAI_API_KEY2); KEY only
@@ -325,12 +337,30 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
         text = _hide_private_keys(text)
     if _KEYED_HINT.search(text):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
-    if "ecret" in text.lower():   # 8 us on a 10 kB text, a regex's hint ~60 us
+    lowered = text.lower()
+    if "ecret" in lowered:   # 8 us on a 10 kB text, a regex's hint ~60 us
         text = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
+    if _may_name_a_secret(lowered):
+        text = _hide_named_values(text)
     if "AKIA" in text or "ASIA" in text:
         text = _AWS_SECRET_NEAR_ID.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
     return _hide_url_userinfo(text) if _may_hold_url_userinfo(text) else text
+
+
+def _hide_named_values(text: str) -> str:
+    """``text`` with each ``_NAMED_VALUE``'s value hidden, but a number's, or one that does not end where a value
+    must (its quote; after ':' its line, string or field)."""
+    def hidden(match: re.Match[str]) -> str:
+        quote, value, end = match.group(2), match.group(3), match.end()
+        if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
+            value, end = value[:-1], end - 1
+        ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
+                else "=" in match.group(1) or _MIXED.match(value)))
+        if not ends or _number(value):
+            return match.group(0)
+        return text[match.start():match.start(3)] + REDACTED + text[end:match.end()]
+    return _NAMED_VALUE.sub(hidden, text)
 
 
 def _hide_url_userinfo(text: str) -> str:
@@ -413,10 +443,11 @@ def _may_match(text: str) -> bool:
     plain words (task-, mask-): only a long run after it counts. The AWS name alone counts: in JSON text an escaped
     quote may stand between it and the value."""
     if _MAY_HINT.search(text) is None:
-        return False
+        return _may_name_a_secret(text.lower()) and _NAMED_VALUE.search(text) is not None
     return (_SURE_HINT.search(text) is not None or _may_hold_url_userinfo(text)
             or ("sk-" in text and _SK_HINT.search(text) is not None)
-            or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None))
+            or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None)
+            or (_may_name_a_secret(text.lower()) and _NAMED_VALUE.search(text) is not None))
 
 
 # Terminal colour codes: what a process printed, kept in one line that a record or the console shows, loses them
