@@ -975,6 +975,8 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ('{"msg":"x\\npassword=hunter22"}', '{"msg":"x\\npassword=***"}'),
     ("https://h/x?access_token=abcdefgh&y=1", "https://h/x?access_token=***&y=1"),
     ('a line cut at token="abcdefgh', 'a line cut at token="***'),
+    ("secretKey=abcdefgh1 private.key: abc123def", "secretKey=*** private.key: ***"),
+    ("İ password=hunter22", "İ password=***"),   # 'İ' lowers to two characters: the text is read whole
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",

@@ -360,7 +360,30 @@ def _hide_named_values(text: str) -> str:
         if not ends or _number(value):
             return match.group(0)
         return text[match.start():match.start(3)] + REDACTED + text[end:match.end()]
-    return _NAMED_VALUE.sub(hidden, text)
+    lowered = text.lower()
+    if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
+        return _NAMED_VALUE.sub(hidden, text)
+    starts = sorted({at - back for needle in _SECRET_FIELD_NEEDLES for at in _occurrences(lowered, needle)
+                     for back in (_KEY_BACKS if needle == "key" else (0,)) if at >= back})
+    parts, done = [], 0
+    for start in starts:
+        match = _NAMED_VALUE.match(text, start) if start >= done else None
+        if match:
+            parts += [text[done:start], hidden(match)]
+            done = match.end()
+    return "".join([*parts, text[done:]])
+
+
+_KEY_BACKS = (3, 4, 6, 7, 8)   # where a name ending in "key" starts: apikey, api_key, accesskey, secret-key
+
+
+def _occurrences(text: str, needle: str) -> Iterable[int]:
+    """Where ``needle`` occurs in ``text``: str.find runs 30x faster than a pattern with a look-behind before it (1 ms
+    on the 45 kB of recipe YAML a command reads), or than one of the needles' alternation."""
+    at = text.find(needle)
+    while at >= 0:
+        yield at
+        at = text.find(needle, at + 1)
 
 
 def _hide_url_userinfo(text: str) -> str:
@@ -443,11 +466,11 @@ def _may_match(text: str) -> bool:
     plain words (task-, mask-): only a long run after it counts. The AWS name alone counts: in JSON text an escaped
     quote may stand between it and the value."""
     if _MAY_HINT.search(text) is None:
-        return _may_name_a_secret(text.lower()) and _NAMED_VALUE.search(text) is not None
+        return _may_name_a_secret(text.lower()) and _hide_named_values(text) != text
     return (_SURE_HINT.search(text) is not None or _may_hold_url_userinfo(text)
             or ("sk-" in text and _SK_HINT.search(text) is not None)
             or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None)
-            or (_may_name_a_secret(text.lower()) and _NAMED_VALUE.search(text) is not None))
+            or (_may_name_a_secret(text.lower()) and _hide_named_values(text) != text))
 
 
 # Terminal colour codes: what a process printed, kept in one line that a record or the console shows, loses them
