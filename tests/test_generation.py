@@ -3653,6 +3653,24 @@ def test_a_secret_named_flag_of_a_command_generator_is_redacted_from_the_whole_r
     assert "--api-key *** --token=***" in (out / "generation" / "generator.json").read_text()
 
 
+def test_a_secret_flag_inside_a_shell_script_of_a_command_generator_is_redacted_from_the_whole_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``sh -c "... --hf-token VALUE ..."``: the flag stood inside one argv word, the script, and its value reached
+    generator.json, the scorecard and the generator's log (the script echoes it) whole."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)   # the run keeps it in this process's environment
+    script = "echo using --hf-token plain-sh-7731; \"$0\" \"$1\" --request \"$2\" --out \"$3\""
+    command = (f"command:sh -c '{script}' {sys.executable} {HELPERS / 'render_generator.py'} {{request}} {{out}}")
+    out = tmp_path / "run"
+    outcome = _run(out, command)
+    assert outcome.exit_code == 0, outcome.message
+    said = capfd.readouterr()
+    leaked = [str(path) for path in out.rglob("*") if path.is_file() and b"plain-sh-7731" in path.read_bytes()]
+    assert leaked == [] and "plain-sh-7731" not in said.out + said.err, leaked
+    assert "using --hf-token ***" in (out / "generation" / "generator.log").read_text()
+
+
 def _save_verdicts(path: Path, requests: list[Request], mine: range) -> None:
     """One shard's saves: a verdict of one more of its own requests each time (a shard's run per save)."""
     from pinbench.ops.generation import _check_version, _Checked

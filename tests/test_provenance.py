@@ -8,6 +8,7 @@ import platform
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -747,6 +748,49 @@ def test_ports_image_digests_and_scoped_paths_are_no_url_password() -> None:
     assert redact(plain) == plain and not holds_secret(plain)
 
 
+DIGEST = "sha256:" + "ab12" * 16
+URL_USERINFO_BOUNDS = [  # (text, what redact makes of it): over-hidden in session 53
+    (f"docker://ubuntu:22.04@{DIGEST}", f"docker://ubuntu:22.04@{DIGEST}"),   # a tag before a digest: no password
+    (f"ubuntu:22.04@{DIGEST} docker://registry:5000/img:tag@{DIGEST}",
+     f"ubuntu:22.04@{DIGEST} docker://registry:5000/img:tag@{DIGEST}"),
+    (f"docker://u:S3cr3t@registry/img@{DIGEST}", f"docker://u:***@registry/img@{DIGEST}"),
+    ("docker://u:p@registry/img", "docker://u:***@registry/img"),
+    ('{"a":"https://u:p@h/x","b":"me@example.org"}', '{"a":"https://u:***@h/x","b":"me@example.org"}'),
+    ('{"a":"https://u:p@h/x","b":"https://v:q@h2/y"}', '{"a":"https://u:***@h/x","b":"https://v:***@h2/y"}'),
+    (f'{{"a":"docker://ubuntu:22.04@{DIGEST}","b":"me@example.org"}}',
+     f'{{"a":"docker://ubuntu:22.04@{DIGEST}","b":"me@example.org"}}'),
+    ('https://u:pa"ss@host', "https://u:***@host"),   # a raw '"' in a password: no JSON string's end before an '@'
+    ('{"a":"https://u:pa\\"ss@h","b":"me@x.org"}', '{"a":"https://u:***@h","b":"me@x.org"}'),   # an escaped '"'
+]
+
+
+@pytest.mark.parametrize(("text", "hidden"), URL_USERINFO_BOUNDS)
+def test_a_url_password_ends_at_its_json_string_and_an_image_digest_is_no_user_info(text: str, hidden: str) -> None:
+    """``ubuntu:22.04@sha256:...`` names an image by tag and digest: its '22.04' was hidden as a password; in compact
+    JSON a password ran to the last '@' of the line, past its string's closing quote, hiding the next fields."""
+    assert redact(text) == hidden
+
+
+def test_hostile_lines_of_quotes_and_image_digests_are_redacted_in_linear_time() -> None:
+    """A password's end is sought to a JSON string's end, then (no '@' before it) to the run's, and past each image
+    digest's '@': 100 kB lines of each read once (under 0.05 s each by hand). Outputs asserted; the subprocess's
+    limit is a backstop far above that, never a measure."""
+    h = "'ab12' * 16"
+    assert _hidden_counts(f"['a://b:c\"' * 12500 + '@', 'a://b:c' + ('@sha256:' + {h} + '/') * 1400 + ' ', "
+                          f"('a://b:1.0@sha256:' + {h} + ',') * 1200, 'a://b:c@\"' * 11200, "
+                          "'a://b:' + '\\\\\"' * 50000 + '@']") == [1, 0, 0, 11200, 1]
+
+
+def _hidden_counts(lines: str) -> list[int]:
+    """How many '***' ``redact`` puts in each of the lines the Python expression ``lines`` makes (each 98 kB or more),
+    in a subprocess whose limit is a backstop, never a measure."""
+    code = (f"from pinbench.core.provenance import redact; lines = {lines}; "
+            "print(min(map(len, lines)) > 98000, *(redact(line).count('***') for line in lines))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert result.stdout.split()[0] == "True"
+    return [int(count) for count in result.stdout.split()[1:]]
+
+
 def test_a_hostile_line_of_url_fragments_is_redacted_in_linear_time() -> None:
     """The user info runs to the last '@' of its URL: a pattern that searched for it from every "://" of a line
     without one takes quadratic time: this 100 kB line of "a://b:", '/' and '@' fragments took 4.2 s so and takes
@@ -879,6 +923,90 @@ def test_an_argv_flag_is_secret_only_when_its_name_ends_in_the_secret_s_word(mon
                                "keyframes", "--hf-token", "hf-value", "--api-key", "api-value", "--secret-access-key",
                                "aws-value", "MY_TOKEN=env-value", "--private_key=pem-value", "--password", "pw-value"]
                               ) == ["hf-value", "api-value", "aws-value", "env-value", "pem-value", "pw-value"]
+
+
+def test_a_no_negation_of_a_secret_flag_takes_no_value() -> None:
+    """``--no-token prompt.txt``: a switch and a positional word; 'prompt.txt' was kept as a secret and hidden in every
+    value, id and path written. ``--token VALUE`` and a negation's own ``=`` value stay kept."""
+    from pinbench.core.provenance import secret_flag_values
+
+    assert secret_flag_values(["gen", "--no-token", "prompt.txt", "--no_api_key", "x.txt", "-no-hf-token", "y.txt",
+                               "--no-token=eq-value", "--token", "tok-value"]) == ["eq-value", "tok-value"]
+
+
+def test_a_secret_flag_inside_a_shell_s_c_script_is_kept() -> None:
+    """``sh -c "gen --token VALUE"``: the flag is a word of the script, one argv word; its value was kept by no rule.
+    The script is split as the shell splits it (nested, after a wrapper or -ec too); one that does not split is
+    kept whole. A -c of no shell is no script."""
+    from pinbench.core.provenance import secret_flag_values
+
+    assert secret_flag_values(["sh", "-c", "gen --token sh-value {out}"]) == ["sh-value"]
+    assert secret_flag_values(["timeout", "60", "/bin/bash", "-ec", "gen --api-key=bash-value --token-budget 100k "
+                               "--no-token p.txt; sh -c 'gen --hf-token nested-value'"]) == ["bash-value",
+                                                                                             "nested-value"]
+    assert secret_flag_values(["sh", "-c", "echo --token semi-value; gen&&x --token=amp-value # --token hash-value"]
+                              ) == ["semi-value", "amp-value", "hash-value"]
+    assert secret_flag_values(["sh", "-c", "gen --token 'open-quote"]) == ["gen --token 'open-quote"]
+    assert secret_flag_values(["gen", "-c", "x --token not-a-script"]) == []
+
+
+@pytest.mark.parametrize("encode", [lambda v: json.dumps({"m": v}), lambda v: json.dumps({"m": v}, ensure_ascii=False),
+                                    lambda v: json.dumps({"m": v}).replace("/", "\\/")])
+def test_a_secret_value_as_json_text_spells_it_is_hidden(encode: Callable[[str], str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator logging JSON: a secret-named variable's or kept value holding '"', '\\', '/' or non-ASCII stood
+    there escaped (pä\\"ss\\/...), which the value as written never matched: the log kept it whole."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV, holds_secret, keep_secret
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
+    monkeypatch.setenv("MY_API_KEY", 'pä"ss/wörd\\x')
+    keep_secret(['kept"value/1'])
+    for value in ('pä"ss/wörd\\x', 'kept"value/1'):
+        assert redact(encode(value)) == encode("***") and holds_secret(encode(value))
+
+
+NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free text was written whole in session 53
+    ("password=hunter22 MY_TOKEN=abcdefgh", "password=*** MY_TOKEN=***"),
+    ("api_key: zzzsecretvalue", "api_key: ***"), ("Api-Key: zzzsecretvalue, next", "Api-Key: ***, next"),
+    ("token: q1w2e3r4 and more", "token: *** and more"),
+    ("Namespace(token='abc123def', x=1)", "Namespace(token='***', x=1)"),
+    ('{"api_key": "abcdef123", "n": 1}', '{"api_key": "***", "n": 1}'),
+    ('"{\\"password\\": \\"s3cr3tpw\\"}"', '"{\\"password\\": \\"***\\"}"'),
+    ('{"msg":"x\\npassword=hunter22"}', '{"msg":"x\\npassword=***"}'),
+    ("https://h/x?access_token=abcdefgh&y=1", "https://h/x?access_token=***&y=1"),
+    ('a line cut at token="abcdefgh', 'a line cut at token="***'),
+    ("secretKey=abcdefgh1 private.key: abc123def", "secretKey=*** private.key: ***"),
+    ("İ password=hunter22", "İ password=***"),   # 'İ' lowers to two characters: the text is read whole
+]
+NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
+                   "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
+                   "pad_token: <pad> api_key: plain words follow", "password: 123456"]
+
+
+@pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)
+def test_a_value_after_a_secret_s_name_in_free_text_is_hidden(text: str, hidden: str) -> None:
+    """A generator printing password=V or api_key: V (no variable or option declared it): V reached the log whole."""
+    from pinbench.core.provenance import holds_secret
+
+    assert redact(text) == hidden and holds_secret(text)
+
+
+def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
+    """Names without a value, names before 100,000 spaces, many pairs, one long value, an unclosed quote: each 100 kB
+    line read once (under 0.05 s each by hand). Outputs asserted; the subprocess's limit is a backstop far above
+    that, never a measure."""
+    assert _hidden_counts("['token' * 20000, 'password' + ' ' * 100000, 'api_key' + ' ' * 50000 + ':' + ' ' * 50000, "
+                          "'token=abcdefgh ' * 6700, 'api_key: abcdefgh ' * 5600, 'password=' + 'a1' * 50000, "
+                          "'token=\"' + 'a' * 100000 + ' x', 'key:' * 25000]") == [0, 0, 0, 6700, 0, 1, 0, 0]
+
+
+def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:
+    """A recipe's description of HF_TOKEN, a YAML block, a flag's true, a count or a name only holding the word are
+    no value to hide: hidden, a recipe's YAML was never kept parsed."""
+    from pinbench.core.provenance import holds_secret
+
+    for text in NAMED_NO_VALUES:
+        assert redact(text) == text and not holds_secret(text), text
 
 
 def test_a_g_option_named_to_another_thing_than_a_secret_keeps_its_value_visible(

@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,9 @@ _HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za
 # A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the
 # scorecard, generator.json and the report whole. The user name runs to the first ':' or '@'; after a ':' the
 # password runs to the URL's last '@' (its run of non-space), so that one holding an unencoded '/', '?', '#' or '@'
-# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"). A ':' and one
+# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"); in JSON text to
+# the last '@' before its string's unescaped '"' (one holding none: the run's), and an '@' starting an image digest
+# (img:22.04@sha256:...) ends no password. A ':' and one
 # to five digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...; a password
 # of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own first
 # one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON escapes
@@ -69,6 +72,8 @@ _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
 _URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:\[]*)(?=[:@])")
 _URL_PORT = re.compile(r":[0-9]{1,5}\\?[/?#]")
 _NON_SPACE = re.compile(r"\S*")
+_IN_STRING = re.compile(r'(?:[^\s"\\]|\\\S)*')   # to a run's end or an unescaped '"' (a JSON string's end)
+_DIGEST = re.compile(r"sha(?:256:[0-9a-f]{64}|512:[0-9a-f]{128})(?![0-9A-Za-z])")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys, AWS access key ids (AKIA; ASIA of temporary credentials) and Slack tokens
 # (xoxb-/xoxp-/xoxa-/xoxr-/xoxs-, app-level xapp-, then digits, letters and dashes with a digit among them). An sk-
@@ -130,6 +135,18 @@ _AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}{_JSON_SEPARAT
                                     re.IGNORECASE)
 _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
+# A value after a name whose last word is a secret's (``_ends_secret``: password=V, api_key: V, "hf_token": "V",
+# MY_TOKEN=V) in free text a generator prints: no variable or option declared it. Its name may follow a JSON escape
+# (\npassword=V); between name and value a quote (escaped in JSON text), spaces, one ':' or '=', spaces, a quote.
+# The value is one word of six characters or more (true, none, >- and short words stay; to an '&': a URL's query), no
+# number (a count); a quoted one ends at its quote or line (a quoted phrase is prose: HF_TOKEN: "Hugging Face ..."),
+# an unquoted one after ':' ends its line, string or field, or mixes digits and letters (api_key: V as a log's last
+# word, token: q1w2e3 and more; not HF_TOKEN: Hugging Face token).
+_NAMED_VALUE = re.compile(_starts("tTsSpPcCaA", "A-Za-z0-9") + r"(?i:token|secret|passw(?:or)?d|credentials?|apikey"
+                          r"|(?:api|access|private|secret)[_.-]?key)"
+                          r"(\\?[\"']?[ \t]*[:=][ \t]*)(\\?[\"'])?((?:[^\s\"'\\&]|\\[^\s\"'nrtbfu]){6,})")
+_FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
+_MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
 # value is redacted everywhere, and the Docker path refuses to pass such a name as env or build arg.
 # A secret word ends a part of the name or comes before a digit (PGPASSWORD, GITHUB_TOKEN, OPENAI_API_KEY2); KEY only
@@ -184,9 +201,34 @@ def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None =
 
 
 def secret_flag_values(argv: Sequence[str]) -> list[str]:
-    """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret."""
-    return [value for value in (_flag_secret(word, after) for word, after in pairwise([*argv, ""]))
-            if value and "{" not in value and not _number(value)]
+    """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret. Those
+    of a shell's ``-c`` script too, split at spaces and its operators as the shell splits it (``sh -c "gen --token
+    abc"`` kept none), or the whole script when it does not split."""
+    values = [value for value in (_flag_secret(word, after) for word, after in pairwise([*argv, ""]))
+              if value and "{" not in value and not _number(value)]
+    for script in _shell_scripts(argv):
+        words = shlex.shlex(script, posix=True, punctuation_chars=True)   # "--token abc;" gives abc, not "abc;"
+        words.whitespace_split, words.commenters = True, ""   # a comment's flags are written too
+        try:
+            values += secret_flag_values(list(words))
+        except ValueError:
+            values.append(script)
+    return values
+
+
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"}
+_SHELL_C = re.compile(r"-[A-Za-z]*c[A-Za-z]*")   # -c, -ec, -lc
+
+
+def _shell_scripts(argv: Sequence[str]) -> list[str]:
+    """The words of ``argv`` after a ``-c`` that follows a shell's name (``timeout 60 bash -ec SCRIPT``)."""
+    shell = False
+    scripts = []
+    for word, after in pairwise(argv):
+        shell = shell or PurePath(word).name in _SHELLS
+        if shell and _SHELL_C.fullmatch(word):
+            scripts.append(after)
+    return scripts
 
 
 def _number(value: str) -> bool:
@@ -211,13 +253,14 @@ def _flag_secret(word: str, after: str) -> str | None:
     (--token V); None for any other word (a shell's -c script with a '=' in it is no flag). The flag's name ends in
     the secret's word (``--hf-token``, ``--api-key``): one that only holds it names another thing
     (``--credentials-profile default``, ``--token-budget 100k``), whose value kept as a secret hid that word in
-    every value, id and path written."""
+    every value, id and path written. A ``--no-*`` negation takes no next word (its ``=`` value is still kept)."""
     name, equals, value = word.partition("=")
     if not _FLAG_NAME.fullmatch(name) or not _ends_secret(name):
         return None
     if equals:
         return value
-    return after if name.startswith("-") and not after.startswith("-") else None
+    negation = _words(name)[0] == "no"   # --no-token is a switch: the word after it (a prompt.txt) is no value
+    return after if name.startswith("-") and not negation and not after.startswith("-") else None
 
 
 def _kept_secrets(text: str | None) -> list[str]:
@@ -257,7 +300,16 @@ def _secret_values(extra: Iterable[str] = ()) -> tuple[str, ...]:
 
 
 def _longest_first(values: Iterable[str]) -> tuple[str, ...]:
-    return tuple(sorted((v for v in values if v and len(v) >= _MIN_SECRET_LEN), key=len, reverse=True))
+    """The values long enough to be secrets and their spellings in JSON text (``_json_spellings``), longest first."""
+    kept = {spelling for v in values if v and len(v) >= _MIN_SECRET_LEN for spelling in _json_spellings(v)}
+    return tuple(sorted(kept, key=len, reverse=True))
+
+
+def _json_spellings(value: str) -> set[str]:
+    """``value`` and how JSON text spells it (a generator logging JSON): its '"' and '\\' escaped, its non-ASCII
+    as \\u escapes or not, its '/' as \\/ or not; a value holding one of them was written whole."""
+    escaped = {json.dumps(value, ensure_ascii=ascii_only)[1:-1] for ascii_only in (False, True)}
+    return {value, *escaped, *(e.replace("/", "\\/") for e in escaped)}
 
 
 _environment_cache: tuple[dict[Any, Any], tuple[str, ...]] | None = None
@@ -285,19 +337,60 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
         text = _hide_private_keys(text)
     if _KEYED_HINT.search(text):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
-    if "ecret" in text.lower():   # 8 us on a 10 kB text, a regex's hint ~60 us
+    lowered = text.lower()
+    if "ecret" in lowered:   # 8 us on a 10 kB text, a regex's hint ~60 us
         text = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
+    if _may_name_a_secret(lowered):
+        text = _hide_named_values(text)
     if "AKIA" in text or "ASIA" in text:
         text = _AWS_SECRET_NEAR_ID.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
     return _hide_url_userinfo(text) if _may_hold_url_userinfo(text) else text
 
 
+def _hide_named_values(text: str) -> str:
+    """``text`` with each ``_NAMED_VALUE``'s value hidden, but a number's, or one that does not end where a value
+    must (its quote; after ':' its line, string or field)."""
+    def hidden(match: re.Match[str]) -> str:
+        quote, value, end = match.group(2), match.group(3), match.end()
+        if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
+            value, end = value[:-1], end - 1
+        ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
+                else "=" in match.group(1) or _MIXED.match(value)))
+        if not ends or _number(value):
+            return match.group(0)
+        return text[match.start():match.start(3)] + REDACTED + text[end:match.end()]
+    lowered = text.lower()
+    if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
+        return _NAMED_VALUE.sub(hidden, text)
+    starts = sorted({at - back for needle in _SECRET_FIELD_NEEDLES for at in _occurrences(lowered, needle)
+                     for back in (_KEY_BACKS if needle == "key" else (0,)) if at >= back})
+    parts, done = [], 0
+    for start in starts:
+        match = _NAMED_VALUE.match(text, start) if start >= done else None
+        if match:
+            parts += [text[done:start], hidden(match)]
+            done = match.end()
+    return "".join([*parts, text[done:]])
+
+
+_KEY_BACKS = (3, 4, 6, 7, 8)   # where a name ending in "key" starts: apikey, api_key, accesskey, secret-key
+
+
+def _occurrences(text: str, needle: str) -> Iterable[int]:
+    """Where ``needle`` occurs in ``text``: str.find runs 30x faster than a pattern with a look-behind before it (1 ms
+    on the 45 kB of recipe YAML a command reads), or than one of the needles' alternation."""
+    at = text.find(needle)
+    while at >= 0:
+        yield at
+        at = text.find(needle, at + 1)
+
+
 def _hide_url_userinfo(text: str) -> str:
     """``text`` with each URL's password and token-shaped user name hidden (``_URL_USER``). In linear time: a
-    password runs to the last '@' of its run of non-space, so once one is sought no later URL of that run can hold
-    user info and the run is skipped: sought again from each "://" of it, a 100 kB line of "a://b:c/" fragments took
-    4.2 s, not 0.02 s."""
+    password runs to the last '@' of its JSON string or run of non-space, so once one is sought no later URL of that
+    string or run can hold user info and it is skipped: sought again from each "://" of it, a 100 kB line of
+    "a://b:c/" fragments took 4.2 s, not 0.02 s."""
     parts, at, skip = [], 0, 0
     for match in _URL_USER.finditer(text):
         if match.start() < skip:
@@ -309,8 +402,11 @@ def _hide_url_userinfo(text: str) -> str:
         elif _URL_PORT.match(text, sep):
             continue
         else:
-            skip = _NON_SPACE.match(text, sep).end()
-            end = text.rfind("@", sep, skip)
+            skip = _IN_STRING.match(text, sep).end()
+            end = _last_at(text, sep, skip)
+            if text.find("@", sep, skip) < 0:   # no '@' before the quote: a password holding a raw '"'
+                skip = _NON_SPACE.match(text, sep).end()
+                end = _last_at(text, sep, skip)
             if end < 0:
                 continue
             password = text[sep + 1:end]
@@ -318,6 +414,15 @@ def _hide_url_userinfo(text: str) -> str:
                   "" if password is None else f":{REDACTED}" if password else ":", "@"]
         at = end + 1
     return "".join([*parts, text[at:]])
+
+
+def _last_at(text: str, start: int, stop: int) -> int:
+    """The last '@' of ``text[start:stop]`` that starts no image digest (``ubuntu:22.04@sha256:...`` names an image,
+    its tag read as a password was hidden); -1 for none."""
+    end = text.rfind("@", start, stop)
+    while end >= 0 and _DIGEST.match(text, end + 1):
+        end = text.rfind("@", start, end)
+    return end
 
 
 def _may_hold_url_userinfo(text: str) -> bool:
@@ -361,10 +466,11 @@ def _may_match(text: str) -> bool:
     plain words (task-, mask-): only a long run after it counts. The AWS name alone counts: in JSON text an escaped
     quote may stand between it and the value."""
     if _MAY_HINT.search(text) is None:
-        return False
+        return _may_name_a_secret(text.lower()) and _hide_named_values(text) != text
     return (_SURE_HINT.search(text) is not None or _may_hold_url_userinfo(text)
             or ("sk-" in text and _SK_HINT.search(text) is not None)
-            or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None))
+            or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None)
+            or (_may_name_a_secret(text.lower()) and _hide_named_values(text) != text))
 
 
 # Terminal colour codes: what a process printed, kept in one line that a record or the console shows, loses them
