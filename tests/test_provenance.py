@@ -977,6 +977,9 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ('a line cut at token="abcdefgh', 'a line cut at token="***'),
     ("secretKey=abcdefgh1 private.key: abc123def", "secretKey=*** private.key: ***"),
     ("İ password=hunter22", "İ password=***"),   # 'İ' lowers to two characters: the text is read whole
+    # an '&' a name= does not follow is the password's (session 54: ab&cdefgh shown whole, Tr0ub4dor&3 its '&3')
+    ("password=ab&cdefgh", "password=***"), ("password=Tr0ub4dor&3 x", "password=*** x"),
+    ('{"password":"ab&cdefgh"}', '{"password":"***"}'), ("?token=ab&cdefgh&user=bob", "?token=***&user=bob"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -997,7 +1000,8 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
     that, never a measure."""
     assert _hidden_counts("['token' * 20000, 'password' + ' ' * 100000, 'api_key' + ' ' * 50000 + ':' + ' ' * 50000, "
                           "'token=abcdefgh ' * 6700, 'api_key: abcdefgh ' * 5600, 'password=' + 'a1' * 50000, "
-                          "'token=\"' + 'a' * 100000 + ' x', 'key:' * 25000]") == [0, 0, 0, 6700, 0, 1, 0, 0]
+                          "'token=\"' + 'a' * 100000 + ' x', 'key:' * 25000, 'password=' + '&a' * 50000, "
+                          "'password=&' + 'a' * 100000 + '&x=1']") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:
