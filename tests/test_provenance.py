@@ -980,10 +980,21 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     # an '&' a name= does not follow is the password's (session 54: ab&cdefgh shown whole, Tr0ub4dor&3 its '&3')
     ("password=ab&cdefgh", "password=***"), ("password=Tr0ub4dor&3 x", "password=*** x"),
     ('{"password":"ab&cdefgh"}', '{"password":"***"}'), ("?token=ab&cdefgh&user=bob", "?token=***&user=bob"),
+    # a password starting with '$' that names no variable (session 54)
+    ("password=$uperS3cret", "password=***"),
+    # an Authorization header's credential, as curl -H, a requests dict and JSON text log it (written whole before)
+    ("Authorization: Bearer abcdef123456", "Authorization: Bearer ***"),
+    ('-H "authorization: bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.a-_"', '-H "authorization: bearer ***"'),
+    ("{'Authorization': 'Bearer abc123def456'}", "{'Authorization': 'Bearer ***'}"),
+    ('{\\"Authorization\\":\\"Basic dXNlcjpwYXNz\\"}', '{\\"Authorization\\":\\"Basic ***\\"}'),
+    ("Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA== next", "Proxy-Authorization: Basic *** next"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
-                   "pad_token: <pad> api_key: plain words follow", "password: 123456"]
+                   "pad_token: <pad> api_key: plain words follow", "password: 123456",
+                   # placeholders and reprs (session 54's review: each was hidden)
+                   "pad_token=<|endoftext|> token: [MASK] token: {token} password=$PASSWORD",
+                   "secret_key: ${SECRET_KEY} token=%(tok)s1", "Basic auth is on, Authorization: Bearer"]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)

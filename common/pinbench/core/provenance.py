@@ -93,16 +93,20 @@ _SERVICE_TOKEN = re.compile(
 # ACCOUNTKEY= were written whole; a scoped (?i:) or an [Aa] class first made the hint's search about four times slower).
 # A PEM private key's body, between its BEGIN and END lines (multi-line, or with \n escapes in JSON text); a key cut
 # before its END line loses the base64 run after BEGIN. A PuTTY key's (PuTTY-User-Key-File-2: or -3:) Private-Lines body
-# and Private-MAC value, each line ending at a real or escaped line break; its public lines stay.
+# and Private-MAC value, each line ending at a real or escaped line break; its public lines stay. An Authorization
+# header's Bearer or Basic credential (RFC 6750's b64token characters), as a generator logs it (curl -H, a requests
+# headers dict, JSON): it was written whole.
 _KEYED_SECRET = re.compile(r"(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
                            r"|([?&]sig=)[^&\s\"'#\\]+"
                            r"|(" + _starts("AaSs", "A-Za-z0-9")
                            + r"(?:[Aa]ccount[Kk]ey|ACCOUNTKEY|[Ss]hared[Aa]ccess(?:[Kk]ey|[Ss]ignature)"
                            r"|SHAREDACCESS(?:KEY|SIGNATURE))=)[^;\s\"'\\]+"
                            r"|(Private-Lines:[ \t]*[0-9]+)(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=:-]))+"
-                           r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+")
+                           r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+"
+                           r"|((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+                           r"(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+)[A-Za-z0-9._~+/-]+=*")
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
-                         r"|PuTTY-User-Key-File-")
+                         r"|PuTTY-User-Key-File-|uthorization|UTHORIZATION")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
 # private key or a ``_KEYED_SECRET``'s key
 _SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|xapp-|PRIVATE KEY|"
@@ -142,10 +146,12 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # URL's query; password=ab&cdefgh was shown whole, Tr0ub4dor&3 its '&3'), no number (a count); a quoted one ends at
 # its quote or line (a quoted phrase is prose: HF_TOKEN: "Hugging Face ..."), an unquoted one after ':' ends its line,
 # string or field, or mixes digits and letters (api_key: V as a log's last word, token: q1w2e3 and more; not HF_TOKEN:
-# Hugging Face token).
+# Hugging Face token). One starting with '<', '[' or '{', or that is a variable ($NAME, ${...}, %(name)s), is a
+# placeholder or a repr, no value (pad_token=<|endoftext|>, token: [MASK], password=$PASSWORD, token: {token}).
 _NAMED_VALUE = re.compile(_starts("tTsSpPcCaA", "A-Za-z0-9") + r"(?i:token|secret|passw(?:or)?d|credentials?|apikey"
                           r"|(?:api|access|private|secret)[_.-]?key)"
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(\\?[\"'])?"
+                          r"(?![<\[{]|\$\{|%\(|\$[A-Z_][A-Z0-9_]*(?![^\s\"'\\&,;}\]]))"
                           r"((?:[^\s\"'\\&]|\\[^\s\"'nrtbfu]|&(?![^\s\"'\\&=]*=)){6,})")
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
