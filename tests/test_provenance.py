@@ -980,8 +980,9 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     # an '&' a name= does not follow is the password's (session 54: ab&cdefgh shown whole, Tr0ub4dor&3 its '&3')
     ("password=ab&cdefgh", "password=***"), ("password=Tr0ub4dor&3 x", "password=*** x"),
     ('{"password":"ab&cdefgh"}', '{"password":"***"}'), ("?token=ab&cdefgh&user=bob", "?token=***&user=bob"),
-    # a password starting with '$' that names no variable (session 54)
-    ("password=$uperS3cret", "password=***"),
+    # a password starting with '$' that names no variable, one holding a "'" (session 54)
+    ("password=$uperS3cret", "password=***"), ("password=p@ss'word x", "password=*** x"),
+    ("PASSWORD=it's-a-secret", "PASSWORD=***"), ('password="p@ss\'word1"', 'password="***"'),
     # an Authorization header's credential, as curl -H, a requests dict and JSON text log it (written whole before)
     ("Authorization: Bearer abcdef123456", "Authorization: Bearer ***"),
     ('-H "authorization: bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.a-_"', '-H "authorization: bearer ***"'),

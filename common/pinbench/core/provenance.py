@@ -143,16 +143,17 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # MY_TOKEN=V) in free text a generator prints: no variable or option declared it. Its name may follow a JSON escape
 # (\npassword=V); between name and value a quote (escaped in JSON text), spaces, one ':' or '=', spaces, a quote.
 # The value is one word of six characters or more (true, none, >- and short words stay; to an '&' a name= follows: a
-# URL's query; password=ab&cdefgh was shown whole, Tr0ub4dor&3 its '&3'), no number (a count); a quoted one ends at
+# URL's query; password=ab&cdefgh was shown whole, Tr0ub4dor&3 its '&3'; one not in single quotes holds a "'"
+# inside it: p@ss'word was shown whole), no number (a count); a quoted one ends at
 # its quote or line (a quoted phrase is prose: HF_TOKEN: "Hugging Face ..."), an unquoted one after ':' ends its line,
 # string or field, or mixes digits and letters (api_key: V as a log's last word, token: q1w2e3 and more; not HF_TOKEN:
 # Hugging Face token). One starting with '<', '[' or '{', or that is a variable ($NAME, ${...}, %(name)s), is a
 # placeholder or a repr, no value (pad_token=<|endoftext|>, token: [MASK], password=$PASSWORD, token: {token}).
 _NAMED_VALUE = re.compile(_starts("tTsSpPcCaA", "A-Za-z0-9") + r"(?i:token|secret|passw(?:or)?d|credentials?|apikey"
                           r"|(?:api|access|private|secret)[_.-]?key)"
-                          r"(\\?[\"']?[ \t]*[:=][ \t]*)(\\?[\"'])?"
+                          r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
                           r"(?![<\[{]|\$\{|%\(|\$[A-Z_][A-Z0-9_]*(?![^\s\"'\\&,;}\]]))"
-                          r"((?:[^\s\"'\\&]|\\[^\s\"'nrtbfu]|&(?![^\s\"'\\&=]*=)){6,})")
+                          r"((?:[^\s\"'\\&]|\\[^\s\"'nrtbfu]|&(?![^\s\"'\\&=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
@@ -360,14 +361,14 @@ def _hide_named_values(text: str) -> str:
     """``text`` with each ``_NAMED_VALUE``'s value hidden, but a number's, or one that does not end where a value
     must (its quote; after ':' its line, string or field)."""
     def hidden(match: re.Match[str]) -> str:
-        quote, value, end = match.group(2), match.group(3), match.end()
+        quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
         if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
             value, end = value[:-1], end - 1
         ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
                 else "=" in match.group(1) or _MIXED.match(value)))
         if not ends or _number(value):
             return match.group(0)
-        return text[match.start():match.start(3)] + REDACTED + text[end:match.end()]
+        return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
     lowered = text.lower()
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
         return _NAMED_VALUE.sub(hidden, text)
