@@ -236,6 +236,7 @@ def test_one_secret_name_rule() -> None:
     and KEYBOARD_LAYOUT held the word as a substring, and every id or path holding their value failed or was hidden."""
     for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "DB_PASSWD", "API_KEY", "GCP_CREDENTIALS",
                  "hf_token", "PGPASSWORD", "GITHUBTOKEN", "OPENAI_APIKEY", "AZURE_OPENAI_KEY", "SSH_KEY_PATH", "KEY",
+                 "GPG_PASSPHRASE",   # session 54: its value was written whole
                  "AWS_ACCESS_KEY_ID"):   # not secret alone, but its value is hidden by its AKIA/ASIA shape anyway
         assert prov.is_secret_name(name), name
     for name in ("PAIBENCH_C_MODALITIES", "CUDA_VISIBLE_DEVICES", "HF_HOME", "MONKEY", "monkey", "KEYBOARD_LAYOUT",
@@ -349,14 +350,14 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
     obj = {
         "cmd": ["run", "--token", FAKE_TOKEN],
         "nested": {"hf_token": "whatever", "api_key": "k-123", "Password": "p", "tokenizer": "t5",
-                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5},
+                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "pp"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
     assert scrub(obj) == {
         "cmd": ["run", "--token", "***"],
         "nested": {"hf_token": "***", "api_key": "***", "Password": "***", "tokenizer": "t5",
-                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5},
+                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "***"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -981,7 +982,8 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ("password=ab&cdefgh", "password=***"), ("password=Tr0ub4dor&3 x", "password=*** x"),
     ('{"password":"ab&cdefgh"}', '{"password":"***"}'), ("?token=ab&cdefgh&user=bob", "?token=***&user=bob"),
     # a password starting with '$' that names no variable, one holding a "'" (session 54)
-    ("password=$uperS3cret", "password=***"), ("password=p@ss'word x", "password=*** x"),
+    ("password=$uperS3cret", "password=***"), ("gpg_passphrase: correct-horse9 x", "gpg_passphrase: *** x"),
+    ("password=p@ss'word x", "password=*** x"),
     ("PASSWORD=it's-a-secret", "PASSWORD=***"), ('password="p@ss\'word1"', 'password="***"'),
     # an Authorization header's credential, as curl -H, a requests dict and JSON text log it (written whole before)
     ("Authorization: Bearer abcdef123456", "Authorization: Bearer ***"),

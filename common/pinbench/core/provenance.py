@@ -149,8 +149,8 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # string or field, or mixes digits and letters (api_key: V as a log's last word, token: q1w2e3 and more; not HF_TOKEN:
 # Hugging Face token). One starting with '<', '[' or '{', or that is a variable ($NAME, ${...}, %(name)s), is a
 # placeholder or a repr, no value (pad_token=<|endoftext|>, token: [MASK], password=$PASSWORD, token: {token}).
-_NAMED_VALUE = re.compile(_starts("tTsSpPcCaA", "A-Za-z0-9") + r"(?i:token|secret|passw(?:or)?d|credentials?|apikey"
-                          r"|(?:api|access|private|secret)[_.-]?key)"
+_NAMED_VALUE = re.compile(_starts("tTsSpPcCaA", "A-Za-z0-9") + r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?"
+                          r"|apikey|(?:api|access|private|secret)[_.-]?key)"
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
                           r"(?![<\[{]|\$\{|%\(|\$[A-Z_][A-Z0-9_]*(?![^\s\"'\\&,;}\]]))"
                           r"((?:[^\s\"'\\&]|\\[^\s\"'nrtbfu]|&(?![^\s\"'\\&=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
@@ -167,16 +167,16 @@ _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and lette
 # (MAX_TOKENS=131072 hid every "131072" and refused every id holding it).
 # DATABASE_URL, REDIS_URL, MONGODB_URI are no secret names: a password in them goes by the URL's shape
 # (``_URL_USER``), and a URL without one (redis://cache:6379/0) names a host, no secret.
-_SECRET_NAME = re.compile(r"(?:TOKEN|SECRETS?|PASSWORD|PASSWD|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING|[^A-Z0-9]PWD"
-                          r"|SERVICE_?ACCOUNTS?|AUTH_?CONFIG|(?:^|[^A-Z0-9])(?:PA(?:SS|T)|DSN|NETRC)"
+_SECRET_NAME = re.compile(r"(?:TOKEN|SECRETS?|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|WEBHOOK|CONNECTION_?STRING"
+                          r"|[^A-Z0-9]PWD|SERVICE_?ACCOUNTS?|AUTH_?CONFIG|(?:^|[^A-Z0-9])(?:PA(?:SS|T)|DSN|NETRC)"
                           r"|(?:^|[^A-Z0-9]|API|ACCESS|PRIVATE|SECRET)KEY(?:S|FILE)?)"
                           r"(?![A-Z])")   # matched against the name upper-cased: IGNORECASE tripled its compile
 # Shorter values (flags such as "1" or "true") would redact unrelated text.
 _MIN_SECRET_LEN = 6
-_SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "credential", "credentials", "apikey"}
+_SECRET_FIELD_PARTS = {"token", "secret", "password", "passwd", "passphrase", "credential", "credentials", "apikey"}
 _KEY_PREFIXES = {"api", "access", "private", "secret"}
 # What a secret-named key's lowered name holds, one of these at least (each part above, or "key"), fewest needles
-_SECRET_FIELD_NEEDLES = ("key", "token", "secret", "passw", "credential")
+_SECRET_FIELD_NEEDLES = ("key", "token", "secret", "passw", "passphrase", "credential")
 REDACTED = "***"
 
 
