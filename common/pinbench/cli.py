@@ -961,16 +961,18 @@ def compare(
     _refuse_secret_shaped("--report", report_dir)
     with cycle_collection_paused():
         runs = [load_run(path) for path in (run_a, run_b)]
+        cards = [run.path for run in runs]
+        if report_dir is not None:   # a folder it cannot write: refused before a verdict whose exit it would not be
+            from pinbench.results.report import claim_report_folder, write_report
+
+            with _writing_to("--report", report_dir):
+                claim_report_folder(report_dir, cards)
         result = compare_runs(*runs, fail_on=fail_on)
         _echo(render_comparison(result))
         if report_dir is not None:
-            from pinbench.results.report import claim_report_folder, write_report
-
-            cards = [run.path for run in runs]
             references = {i: _reference_of(run.card) for i, run in enumerate(runs)}
             samples = {i: run.records for i, run in enumerate(runs)}  # read once: compare's, the report's, the view's
             with _writing_to("--report", report_dir):
-                claim_report_folder(report_dir, cards)
                 view = _view_folder(runs, report_dir)
                 index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
                                      comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",
