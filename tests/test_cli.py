@@ -494,6 +494,25 @@ def test_ctrl_c_says_what_is_kept_and_the_same_command_resumes(tmp_path: Path, s
     assert f"5 samples: {5 - kept} done, {kept} reused, 0 failed" in rerun.stderr, rerun.stderr[-2000:]
 
 
+def test_ctrl_c_before_the_run_made_its_folder_says_nothing_was_written(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C a moment after ``pinbench run`` started said "the samples finished so far are kept in OUT; run the same
+    command to resume" of an OUT that did not exist."""
+    def interrupted(cfg: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_check_sample_cache", interrupted)
+    out = tmp_path / "new-run"
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == (f"interrupted: nothing was written ({out} not made yet); run the same "
+                                              "command to start")
+    out.mkdir()   # a folder that is there: what it keeps, as before
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)])
+    assert result.output.splitlines()[-1] == (f"interrupted: the samples finished so far are kept in {out}; run the "
+                                              "same command to resume")
+
+
 def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--move-aside`` on every shard's command moved the directory aside once per shard: shard 1/2 took shard 0/2's
     records away with it and the merge found half the samples missing. A shard now moves only another run (another

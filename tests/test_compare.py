@@ -184,6 +184,17 @@ def test_a_report_names_two_runs_of_one_checkpoint_by_their_folders(tmp_path: Pa
     assert page.count("Comparison: B - A (A tuned - A base)") == 2  # its entry in the contents and its heading
 
 
+def test_a_report_folder_compare_cannot_write_is_refused_before_the_verdict(tmp_path: Path) -> None:
+    """``compare A B --report FILE`` printed the whole comparison ending in "result: ... (exit 1; ...)", then
+    refused the folder and exited 2: the printed exit was not the exit."""
+    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", shift=-0.01, seed=2)
+    (tmp_path / "afile").write_text("mine")
+    result = runner.invoke(cli.app, ["compare", str(a), str(b), "--report", str(tmp_path / "afile")])
+    assert result.output == ""   # pinbench's main prints the refusal, one line, and exits 2
+    assert str(result.exception) == (f"{tmp_path / 'afile'}: a regular file, not a folder; name a new folder for the "
+                                     "report")
+
+
 def test_cli_compare_table_report_and_exit_code(tmp_path: Path) -> None:
     a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", shift=-0.01, seed=2)
     result = runner.invoke(cli.app, ["compare", str(a), str(b / "scorecard.json"), "--report", str(tmp_path / "r")])

@@ -627,7 +627,8 @@ def test_each_block_refuses_what_it_cannot_hold(kind: Any, data: Any, message: s
 
 
 def test_a_run_directory_without_a_scorecard_yet_says_why_and_where_to_look(tmp_path: Path) -> None:
-    """``pinbench diff`` of a run directory whose shards ran but were not merged said only "file not found"."""
+    """``pinbench diff`` of a run directory whose shards ran but were not merged said only "file not found"; ``pinbench
+    check`` of a run still going called it stopped (the view's own wording said all three)."""
     from pinbench.core.rundir import IDENTITY_FILE
 
     run = tmp_path / "run"
@@ -635,8 +636,8 @@ def test_a_run_directory_without_a_scorecard_yet_says_why_and_where_to_look(tmp_
     (run / IDENTITY_FILE).write_text("{}")
     with pytest.raises(ScorecardError) as info:
         load_scorecard(run / "scorecard.json")
-    assert str(info.value) == (f"{run / 'scorecard.json'}: file not found: no scorecard yet (a run stopped before "
-                               f"its finish, or shards not merged: pinbench status {run})")
+    assert str(info.value) == (f"{run / 'scorecard.json'}: file not found: no scorecard yet (its run is still going, "
+                               f"was stopped, or its shards await the merge: pinbench status {run})")
     with pytest.raises(ScorecardError) as info:   # a folder that is no run directory: the plain line
         load_scorecard(tmp_path / "scorecard.json")
     assert str(info.value) == f"{tmp_path / 'scorecard.json'}: file not found"

@@ -923,9 +923,8 @@ def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: P
     shutil.copytree(runs["dd"], going)
     (going / "scorecard.json").unlink()
     done = _pinbench("view", str(going), ok=(2,))
-    assert done.stderr == (f"error: {going}: no scorecard.json yet: its run is still going, was stopped, or its shards "
-                           f"await the merge (a run without --shard over this directory); pinbench status {going} says "
-                           "where it stands\n")
+    assert done.stderr == (f"error: {going / 'scorecard.json'}: file not found: no scorecard yet (its run is still "
+                           f"going, was stopped, or its shards await the merge: pinbench status {going})\n")
 
 
 # ---------------------------------------------------------------------------------------------- in a browser

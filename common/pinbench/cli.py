@@ -12,9 +12,10 @@ import gc
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -90,22 +91,30 @@ def _writing_to(option: str, path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def _stopped_saying(kept: str) -> Iterator[None]:
+def _stopped_saying(kept: Callable[[], str]) -> Iterator[None]:
     """Ctrl-C, SIGTERM or SIGHUP (``terminate_as_exit`` inside) ends the block with one line: how it was stopped, and
-    ``kept``, what is kept and how to go on (Ctrl-C was a silent exit 130, Typer's; SIGTERM, Slurm's time limit or
-    ``scancel``, a silent exit 143)."""
+    ``kept()``, what is kept and how to go on, asked once stopped (Ctrl-C was a silent exit 130, Typer's; SIGTERM,
+    Slurm's time limit or ``scancel``, a silent exit 143)."""
     try:
         yield
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: {kept}", err=True)
+        typer.echo(f"interrupted: {kept()}", err=True)
         raise typer.Exit(130) from None
     except SystemExit as exc:
         from pinbench.core.rundir import Terminated
 
         if isinstance(exc, Terminated):
             with contextlib.suppress(OSError):   # a SIGHUP may have taken the terminal with it
-                typer.echo(f"terminated by {exc.signal_name}: {kept}", err=True)
+                typer.echo(f"terminated by {exc.signal_name}: {kept()}", err=True)
         raise
+
+
+def _run_kept(out: Path) -> str:
+    """What a stopped run leaves: its finished samples, or nothing where it stopped before making ``out`` (the line
+    said the samples were kept in a folder that did not exist)."""
+    if not out.exists():
+        return f"nothing was written ({out} not made yet); run the same command to start"
+    return f"the samples finished so far are kept in {out}; run the same command to resume"
 
 
 @contextmanager
@@ -344,7 +353,7 @@ def run(
             _fail(problem)
     elif generator_image is not None:
         _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
-    with _stopped_saying(f"the samples finished so far are kept in {cfg.out_dir}; run the same command to resume"):
+    with _stopped_saying(partial(_run_kept, cfg.out_dir)):
         from pinbench.core.rundir import check_out_dir_outside, input_paths
 
         with _failing(RecipeError):
@@ -923,7 +932,7 @@ def _view_folder(runs: Sequence[Path | Run], out: Path) -> str | None:
         _echo(f"view: no sample pages ({exc})")
         return None
     bundle = out / "view"
-    with (_stopped_saying(f"{bundle} holds a bundle half written; run the same command to finish it"),
+    with (_stopped_saying(lambda: f"{bundle} holds a bundle half written; run the same command to finish it"),
           terminate_as_exit()):
         write_bundle(View(loaded, view_module(loaded[0].card.recipe)), bundle, copy_media=False)
     return "view/index.html"
@@ -952,16 +961,18 @@ def compare(
     _refuse_secret_shaped("--report", report_dir)
     with cycle_collection_paused():
         runs = [load_run(path) for path in (run_a, run_b)]
+        cards = [run.path for run in runs]
+        if report_dir is not None:   # a folder it cannot write: refused before a verdict whose exit it would not be
+            from pinbench.results.report import claim_report_folder, write_report
+
+            with _writing_to("--report", report_dir):
+                claim_report_folder(report_dir, cards)
         result = compare_runs(*runs, fail_on=fail_on)
         _echo(render_comparison(result))
         if report_dir is not None:
-            from pinbench.results.report import claim_report_folder, write_report
-
-            cards = [run.path for run in runs]
             references = {i: _reference_of(run.card) for i, run in enumerate(runs)}
             samples = {i: run.records for i, run in enumerate(runs)}  # read once: compare's, the report's, the view's
             with _writing_to("--report", report_dir):
-                claim_report_folder(report_dir, cards)
                 view = _view_folder(runs, report_dir)
                 index = write_report(cards, report_dir, references=_present(references), samples=_present(samples),
                                      comparisons=[result], title=f"compare: {runs[0].label} vs {runs[1].label}",
@@ -990,7 +1001,7 @@ def view(
         from pinbench.ops.view import write_bundle
 
         # a stop was a silent exit (130, -15, -1), leaving a folder that looks like a bundle
-        with (_stopped_saying(f"{bundle} holds a bundle half written; run the same command to finish it"),
+        with (_stopped_saying(lambda: f"{bundle} holds a bundle half written; run the same command to finish it"),
               _writing_to("--bundle", bundle), terminate_as_exit()):
             index = write_bundle(page, bundle, progress=lambda text: typer.echo(f"bundle: {text}", err=True))
         _echo(f"view: {index} (a static folder: open it in a browser, or copy it anywhere)")

@@ -90,7 +90,7 @@ def _score_files(cfg: RunConfig, whole: CameraBenchData) -> list[Finding]:
         line += f"; {len(failed)} will fail with their Script 1 error (e.g. {failed[0]})"
     if missing:
         line += f"; {len(missing)} have no row and will fail as missing (e.g. {missing[0]})"   # failed, not missing
-    found = [ok("inputs", line)]
+    found = [(warning if missing or failed else ok)("inputs", line)]   # said by run too, which then starts
     if outputs.ignored:
         found.append(warning("inputs", f"score files in {folder}: not read, no official name ({BINARY_GLOB}, "
                                        f"{VQA_GLOB}, {CAPTION_GLOB}, directly in the folder): "

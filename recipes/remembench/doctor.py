@@ -31,6 +31,10 @@ def doctor(cfg: RunConfig, pins: Any) -> list[Finding]:
     else:
         findings = [ok("cache", f"RememBench release {release.repo_id}@{release.revision} at {release.root}",
                        "huggingface/dataset")]
+    try:
+        prepare.check_annotations(cfg)
+    except RecipeError as exc:
+        findings.append(problem("options", str(exc)))
     if cfg.checkpoint == prepare.REFERENCE_PAIRS_CHECKPOINT:
         return findings  # medians of the published pairs: the release files only, no evaluator weights
     recipe_pins, baked = weights.load_recipe_pins(), weights.baked_dir(opts.weights_dir)

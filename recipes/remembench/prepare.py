@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.config import RecipeError
+from pinbench.core.config import RecipeError, RunConfig
 from pinbench.core.files import loads_json, read_json_file
 from pinbench.core.inputs import InputDigests, InputKey
 from pinbench.core.options import OptionValues, did_you_mean
@@ -181,6 +181,17 @@ def annotation_spec(spec: str | None, checkpoint: str) -> str:
     raise RecipeError("T2V needs departure/revisit annotations of your rollouts: -o annotations=FILE.json "
                       "({scene_id: {departure_frame, revisit_frame}}, 0-based)"
                       + (f"; --checkpoint {checkpoint!r} is not a paper arm{hint}" if hint else ""))
+
+
+def check_annotations(cfg: RunConfig) -> None:
+    """RecipeError when the T2V pairs a run needs cannot be read: none given for a checkpoint that is no paper arm,
+    or a file that is missing or invalid. Said by the doctor and before any download (a mistyped path was found
+    only once the release and the evaluator weights had been fetched)."""
+    if cfg.fixture or cfg.options.split != "t2v" or cfg.checkpoint == REFERENCE_PAIRS_CHECKPOINT:
+        return
+    spec = annotation_spec(cfg.options.annotations, cfg.checkpoint)
+    if not spec.startswith("paper:"):
+        read_annotation_file(Path(spec).expanduser())
 
 
 def load_annotations(spec: str | None, release: Release, checkpoint: str) -> Annotations:

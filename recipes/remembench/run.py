@@ -95,8 +95,7 @@ def open_run_release(run: Run) -> tuple[FixtureData | None, Release]:
     """The fixture (``--fixture``) and the release a run reads (checksum-verified, downloaded when allowed)."""
     opts, cfg = run.options, run.cfg
     dataset = dataset_option(opts)
-    if not cfg.fixture and opts.split == "t2v" and cfg.checkpoint != prepare.REFERENCE_PAIRS_CHECKPOINT:
-        prepare.annotation_spec(opts.annotations, cfg.checkpoint)  # refused before any download
+    prepare.check_annotations(cfg)  # refused before any download
     fixture = run.fixture(build_fixture)
     release = open_release(*dataset, download=not (cfg.offline or is_offline()),
                            local_dir=fixture.dataset_dir if fixture else opts.dataset_dir)

@@ -737,9 +737,9 @@ def load_scorecard(path: Path | str) -> Scorecard:
         if path.name != "scorecard.json" and not os.path.lexists(path):   # a mistyped run directory: no "file"
             raise ScorecardError(path, "no such run directory or scorecard file") from None
         unfinished = (path.parent / IDENTITY_FILE).is_file()
-        raise ScorecardError(path, exc.reason + (f": no scorecard yet (a run stopped before its finish, or shards "
-                                                 f"not merged: pinbench status {path.parent})" if unfinished else "")
-                             ) from None
+        raise ScorecardError(path, exc.reason + (f": no scorecard yet (its run is still going, was stopped, or its "
+                                                 f"shards await the merge: pinbench status {path.parent})"
+                                                 if unfinished else "")) from None
     except FileError as exc:   # a folder, unreadable
         raise ScorecardError(path, exc.reason) from None
     except UnicodeDecodeError as exc:   # a video given where a run belongs said only "not UTF-8 text (byte 43)"

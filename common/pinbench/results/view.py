@@ -251,7 +251,7 @@ def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
         try:
             runs.append(path if isinstance(path, Run) else load_run(path))
         except (ValueError, OSError) as exc:  # CompareError, ScorecardError, a bad samples.jsonl line: one line each
-            raise ViewError(_unfinished(path) or str(exc)) from None
+            raise ViewError(str(exc)) from None
     recipes = {r.card.recipe for r in runs}
     if len(recipes) > 1:
         raise ViewError(f"runs of one recipe are viewed together, these are of {', '.join(sorted(recipes))}")
@@ -261,20 +261,6 @@ def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
     for run, label in zip(runs, labels, strict=True):
         out.append(ViewRun(run, label, *_reference_rows(run.card)))
     return out
-
-
-def _unfinished(path: Path | str | Run) -> str | None:
-    """Why a run directory has no scorecard, when it is one whose run has not finished: "scorecard.json: file not
-    found" read as a broken run, of a run still going or of a sharded one not merged yet."""
-    from pinbench.core.rundir import IDENTITY_FILE
-
-    if isinstance(path, Run):
-        return None
-    folder = Path(path)
-    if not (folder / IDENTITY_FILE).is_file() or os.path.lexists(folder / "scorecard.json"):
-        return None
-    return (f"{folder}: no scorecard.json yet: its run is still going, was stopped, or its shards await the merge (a "
-            f"run without --shard over this directory); pinbench status {folder} says where it stands")
 
 
 def view_module(recipe: str) -> ModuleType | None:

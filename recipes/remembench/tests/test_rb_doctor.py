@@ -78,3 +78,24 @@ def test_a_videos_folder_that_is_not_there_is_named_before_the_release_is_fetche
     cfg = get_recipe("remembench").config("mine", options={**options, "videos": str(tmp_path / "rollout.mp4")}, env={})
     inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
     assert inputs == [f"{tmp_path / 'rollout.mp4'}: not a directory; name the folder that holds the rollouts"]
+
+
+def test_t2v_pairs_that_cannot_be_read_are_named_before_the_release_is_fetched(tmp_path: Path) -> None:
+    """A missing, invalid or absent ``-o annotations=`` was not said by the doctor at all: the run found it only
+    once the release and the evaluator weights had been downloaded."""
+    videos = tmp_path / "rollouts"
+    videos.mkdir()
+    base = {"videos": str(videos), "dataset_dir": str(tmp_path / "no-release")}
+    (tmp_path / "bad.json").write_text("[1\n")
+
+    def options_problems(**options: str) -> list[str]:
+        cfg = get_recipe("remembench").config("mine", options={**base, **options}, env={})
+        return [f.line for f in doctor_module.doctor(cfg, None) if f.check == "options"]
+
+    assert options_problems(annotations=str(tmp_path / "pairs.json")) == [f"{tmp_path / 'pairs.json'}: file not found"]
+    assert options_problems(annotations=str(tmp_path / "bad.json")) == [
+        f"{tmp_path / 'bad.json'}: invalid JSON at line 2, column 1: Expecting ',' delimiter"]
+    assert options_problems()[0].startswith("T2V needs departure/revisit annotations of your rollouts")
+    (tmp_path / "pairs.json").write_text('{"t2v-001": {"departure_frame": 3, "revisit_frame": 9}}')
+    assert options_problems(annotations=str(tmp_path / "pairs.json")) == []
+    assert options_problems(split="i2v") == []   # I2V finds its own revisit frames
