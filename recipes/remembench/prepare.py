@@ -35,6 +35,7 @@ from pinbench_recipes.remembench.fixture import SETTINGS as FIXTURE_SETTINGS
 from pinbench_recipes.remembench.fixture import FixtureData
 from pinbench_recipes.remembench.release import Release
 from pinbench_recipes.remembench.summary import (
+    BUDGETS,
     METHODS,
     PAIRS_FILE,
     PAPER_PAIRS_WARNING,
@@ -190,8 +191,19 @@ def check_annotations(cfg: RunConfig) -> None:
     if cfg.fixture or cfg.options.split != "t2v" or cfg.checkpoint == REFERENCE_PAIRS_CHECKPOINT:
         return
     spec = annotation_spec(cfg.options.annotations, cfg.checkpoint)
-    if not spec.startswith("paper:"):
+    if spec.startswith("paper:"):
+        _paper_arm(spec)
+    else:
         read_annotation_file(Path(spec).expanduser())
+
+
+def _paper_arm(spec: str) -> tuple[str, int]:
+    """(method, budget) of ``paper:<Method>:<budget>``, or RecipeError: known without the release (a misspelt
+    method passed the doctor and was refused only once the release had been downloaded)."""
+    parts = spec.split(":")
+    if len(parts) != 3 or parts[1] not in METHODS or parts[2] not in {str(b) for b in BUDGETS}:
+        raise RecipeError(f"annotations {spec!r}: expected paper:<Base|MoC|MosaiChunk>:<1|2>")
+    return parts[1], int(parts[2])
 
 
 def load_annotations(spec: str | None, release: Release, checkpoint: str) -> Annotations:
@@ -200,10 +212,10 @@ def load_annotations(spec: str | None, release: Release, checkpoint: str) -> Ann
     if not spec.startswith("paper:"):
         path = Path(spec).expanduser()
         return Annotations(read_annotation_file(path), str(path), label=path.name)
+    method, budget = _paper_arm(spec)
     try:
-        _, method, budget = spec.split(":")
-        pairs = annotations_for(read_pairs(release.path(PAIRS_FILE)), method, int(budget))
-    except (ValueError, DatasetError) as exc:
+        pairs = annotations_for(read_pairs(release.path(PAIRS_FILE)), method, budget)
+    except DatasetError as exc:
         raise RecipeError(f"annotations {spec!r}: expected paper:<Base|MoC|MosaiChunk>:<1|2> ({exc})") from None
     return Annotations(pairs, f"{release.repo_id}@{release.revision}:{PAIRS_FILE} ({method}, budget {budget})",
                        warning=PAPER_PAIRS_WARNING)

@@ -99,3 +99,20 @@ def test_t2v_pairs_that_cannot_be_read_are_named_before_the_release_is_fetched(t
     (tmp_path / "pairs.json").write_text('{"t2v-001": {"departure_frame": 3, "revisit_frame": 9}}')
     assert options_problems(annotations=str(tmp_path / "pairs.json")) == []
     assert options_problems(split="i2v") == []   # I2V finds its own revisit frames
+
+
+def test_a_paper_arm_that_is_not_published_is_named_before_the_release_is_fetched(tmp_path: Path) -> None:
+    """``-o annotations=paper:Mosaichunk:1`` (a method misspelt, a budget the paper has not) passed the doctor and
+    was refused only once the release had been downloaded."""
+    videos = tmp_path / "rollouts"
+    videos.mkdir()
+    base = {"videos": str(videos), "dataset_dir": str(tmp_path / "no-release")}
+
+    def options_problems(spec: str) -> list[str]:
+        cfg = get_recipe("remembench").config("mine", options={**base, "annotations": spec}, env={})
+        return [f.line for f in doctor_module.doctor(cfg, None) if f.check == "options"]
+
+    for spec in ("paper:Mosaichunk:1", "paper:MosaiChunk:3", "paper:MosaiChunk:1.5", "paper:MosaiChunk"):
+        assert options_problems(spec) == [f"annotations {spec!r}: expected paper:<Base|MoC|MosaiChunk>:<1|2>"]
+    assert options_problems("paper:MosaiChunk:2") == []
+    assert options_problems("paper:MoC:1") == []
