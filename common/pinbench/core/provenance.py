@@ -94,8 +94,8 @@ _SERVICE_TOKEN = re.compile(
 # A PEM private key's body, between its BEGIN and END lines (multi-line, or with \n escapes in JSON text); a key cut
 # before its END line loses the base64 run after BEGIN. A PuTTY key's (PuTTY-User-Key-File-2: or -3:) Private-Lines body
 # and Private-MAC value, each line ending at a real or escaped line break; its public lines stay. An Authorization
-# header's Bearer or Basic credential (RFC 6750's b64token characters), as a generator logs it (curl -H, a requests
-# headers dict, JSON): it was written whole.
+# header's Bearer, Basic or token credential (RFC 6750's b64token characters; token: GitHub's API, Django REST
+# framework), as a generator logs it (curl -H, a requests headers dict, JSON): it was written whole.
 _KEYED_SECRET = re.compile(r"(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
                            r"|([?&]sig=)[^&\s\"'#\\]+"
                            r"|(" + _starts("AaSs", "A-Za-z0-9")
@@ -104,7 +104,7 @@ _KEYED_SECRET = re.compile(r"(hooks\.slack(?:-gov)?\.com/(?:services|workflows|t
                            r"|(Private-Lines:[ \t]*[0-9]+)(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=:-]))+"
                            r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+"
                            r"|((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
-                           r"(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+)[A-Za-z0-9._~+/-]+=*")
+                           r"(?:[Bb]earer|BEARER|[Bb]asic|BASIC|[Tt]oken|TOKEN)[ \t]+)[A-Za-z0-9._~+/-]+=*")
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
                          r"|PuTTY-User-Key-File-|uthorization|UTHORIZATION")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
