@@ -501,16 +501,27 @@ def test_ctrl_c_before_the_run_made_its_folder_says_nothing_was_written(tmp_path
     def interrupted(cfg: object) -> None:
         raise KeyboardInterrupt
 
+    checked = cli._check_sample_cache
     monkeypatch.setattr(cli, "_check_sample_cache", interrupted)
     out = tmp_path / "new-run"
     result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)])
     assert result.exit_code == 130, result.output
     assert result.output.splitlines()[-1] == (f"interrupted: nothing was written ({out} not made yet); run the same "
                                               "command to start")
-    out.mkdir()   # a folder that is there: what it keeps, as before
-    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)])
-    assert result.output.splitlines()[-1] == (f"interrupted: the samples finished so far are kept in {out}; run the "
-                                              "same command to resume")
+    # a folder there that holds no run of this one (empty, another recipe's): nothing of this run is kept in it
+    # (review55: it said the samples were kept, and the same command then refused the other recipe's folder)
+    def last_line(recipe: str) -> str:
+        return runner.invoke(cli.app, ["run", recipe, "--fixture", "--out", str(out)]).output.splitlines()[-1]
+
+    nothing = f"interrupted: nothing was written ({out} holds no run of this recipe, checkpoint, mode and inputs)"
+    out.mkdir()
+    assert last_line("dynamic-degree") == nothing
+    monkeypatch.setattr(cli, "_check_sample_cache", checked)
+    assert runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)]).exit_code == 0
+    monkeypatch.setattr(cli, "_check_sample_cache", interrupted)
+    assert last_line("camerabench") == nothing
+    assert last_line("dynamic-degree") == (f"interrupted: the samples finished so far are kept in {out}; run the "
+                                           "same command to resume")
 
 
 def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

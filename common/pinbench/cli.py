@@ -109,11 +109,17 @@ def _stopped_saying(kept: Callable[[], str]) -> Iterator[None]:
         raise
 
 
-def _run_kept(out: Path) -> str:
-    """What a stopped run leaves: its finished samples, or nothing where it stopped before making ``out`` (the line
-    said the samples were kept in a folder that did not exist)."""
+def _run_kept(cfg: RunConfig) -> str:
+    """What a stopped run leaves: its finished samples, or nothing where it stopped before making its ``--out`` or
+    before that folder held this run (the line said samples were kept in a folder that did not exist, or in an empty
+    one, or in another recipe's run, which the same command then refused)."""
+    from pinbench.core.rundir import holds_run
+
+    out = cfg.out_dir
     if not out.exists():
         return f"nothing was written ({out} not made yet); run the same command to start"
+    if not holds_run(out, cfg):
+        return f"nothing was written ({out} holds no run of this recipe, checkpoint, mode and inputs)"
     return f"the samples finished so far are kept in {out}; run the same command to resume"
 
 
@@ -353,7 +359,7 @@ def run(
             _fail(problem)
     elif generator_image is not None:
         _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
-    with _stopped_saying(partial(_run_kept, cfg.out_dir)):
+    with _stopped_saying(partial(_run_kept, cfg)):
         from pinbench.core.rundir import check_out_dir_outside, input_paths
 
         with _failing(RecipeError):
