@@ -4173,3 +4173,12 @@ def test_a_folder_at_a_rollouts_place_that_cannot_be_listed_is_named_without_wha
     monkeypatch.setattr(Path, "iterdir", refused)
     assert check_rollout(None, folder) == [f"{folder}: a folder (unlisted: Permission denied), not a video file: "
                                            "write the rollout to that path itself, not into a folder there"]
+
+
+def test_a_one_frame_rollout_is_counted_in_the_singular(make_video) -> None:
+    """A one-frame video read ``1 frames, the request asks 9``: the count goes through ``counted``."""
+    from pinbench.ops.generation import check_rollout
+
+    path = make_video(name="t2v-000.mp4", n_frames=1)
+    request = _request(frames=9, fps=8.0, width=64, height=48)
+    assert check_rollout(request, path) == [f"{path}: 1 frame, the request asks 9"]

@@ -1006,7 +1006,7 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     if abs(info.fps - request.fps) > FPS_TOLERANCE * request.fps:
         problems.append(f"{path}: {info.fps:g} fps, the request asks {request.fps:g}")
     if info.n_frames != request.frames:
-        problems.append(f"{path}: {info.n_frames} frames, the request asks {request.frames}")
+        problems.append(f"{path}: {counted(info.n_frames, 'frame')}, the request asks {request.frames}")
     elif not kept and not is_valid_video(path, request.frames):
         problems.append(f"{path}: does not decode to its last frame (truncated or damaged)")
     return problems
