@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -1029,17 +1030,18 @@ _SEPARATORS = str.maketrans("_.", "--")
 
 
 def _loose(name: str) -> str:
-    """A name without what a near miss of it changes: case, spaces, and which of ``_ - .`` separates its words."""
-    return "".join(name.split()).casefold().translate(_SEPARATORS)
+    """A name without what a near miss of it changes: case, spaces, which of ``_ - .`` separates its words, and its
+    Unicode normalization (a name macOS wrote in NFD, ``e`` and a combining accent, where the request has ``é``)."""
+    return unicodedata.normalize("NFC", "".join(name.split()).casefold()).translate(_SEPARATORS)
 
 
 class NearNames:
-    """``; 'Video.mp4' beside it differs only in case, spaces or separators (names are exact)`` for the names in a
-    missing ``path``'s folder that differ from its name only so, else "": a rollout made elsewhere under a near name
-    reads as none. Nothing either when another of the ``asked`` rollout paths there is as near: the hint would be a
-    guess (``s01-a.mp4`` and ``s01_a.mp4`` both asked). Each folder is listed once, when a path in it is first
-    missing, and ``asked`` grouped once: a check of 500 missing rollouts among 5,000 listed the folder and compared
-    every asked path for each, 20 s."""
+    """``; 'Video.mp4' beside it differs only in case, spaces, separators or Unicode normalization (names are
+    exact)`` for the names in a missing ``path``'s folder that differ from its name only so (never taken for it),
+    else "": a rollout made elsewhere under a near name reads as none. Nothing either when another of the ``asked``
+    rollout paths there is as near: the hint would be a guess (``s01-a.mp4`` and ``s01_a.mp4`` both asked). Each
+    folder is listed once, when a path in it is first missing, and ``asked`` grouped once: a check of 500 missing
+    rollouts among 5,000 listed the folder and compared every asked path for each, 20 s."""
 
     def __init__(self, asked: Iterable[Path] = ()) -> None:
         self._asked: dict[tuple[Path, str], set[str]] = {}
@@ -1061,7 +1063,8 @@ class NearNames:
         if not near:
             return ""
         verb = "differs" if len(near) == 1 else "differ"
-        return f"; {', '.join(near)} beside it {verb} only in case, spaces or separators (names are exact)"
+        return (f"; {', '.join(near)} beside it {verb} only in case, spaces, separators or Unicode normalization "
+                "(names are exact)")
 
 
 UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
