@@ -136,11 +136,12 @@ def check_run(run_dir: Path | str) -> CheckResult:
     if run_dir.name == SCORECARD and run_dir.is_file():
         run_dir = run_dir.parent
     result = CheckResult(run_dir)
+    if run_dir.is_dir():   # noted in any folder: a run killed while making them may have written nothing else
+        _partial_rollouts(run_dir, result)
     problem = not_a_run_directory(run_dir)   # what ``pinbench status`` says of it, not "scorecard.json: not found"
     if problem:
         result.problems.append(problem)
         return result
-    _partial_rollouts(run_dir, result)
     try:
         card = load_scorecard(run_dir / SCORECARD)
     except FileError as exc:
