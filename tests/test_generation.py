@@ -4197,3 +4197,25 @@ def test_a_rollout_named_in_another_unicode_normalization_is_a_near_name_never_t
     assert check_rollout(_request(), asked) == [
         f"{asked}: no rollout; {written!r} beside it differs only in case, spaces, separators or Unicode "
         "normalization (names are exact)"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"steps": "x"}, "-g steps=x: must be a whole number of 1 or more"),
+    ({"guidance": "-1"}, "-g guidance=-1: must be a finite number of 0 or more"),
+    ({"device": "tpu"}, "-g device=tpu: must be cpu, cuda or cuda:N"),
+    ({"stpes": "2"}, "generator diffusers (pinbench.ops.generators:diffusers): -g stpes: not its option (it takes "
+                     "model=, weights_sha256=, [steps=], "),
+], ids=["steps", "guidance", "device", "misspelt"])
+def test_a_shipped_generator_s_bad_value_is_refused_before_anything_is_written(tmp_path: Path, change,
+                                                                               message) -> None:
+    """``--generator diffusers -g steps=x`` was refused by the worker, after the fixture's data was built in the
+    run's folder (``diffusers = Diffusers`` is no ``def`` its source check reads). The shipped constructors load
+    nothing (Diffusers reads model_index.json), so the run builds one first: one line, nothing written."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model_index.json").write_text('{"_class_name": "TextToVideoSDPipeline"}')
+    options = {"model": str(model), "weights_sha256": "0" * 64, **change}
+    with pytest.raises(RecipeError) as caught:
+        _run(tmp_path / "run", "diffusers", **options)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value), caught.value
+    assert not (tmp_path / "run").exists()

@@ -526,6 +526,20 @@ def check_factory_source(target: str, options: Mapping[str, str], named: str) ->
     _check_named(named, {a.arg: a.arg in optional for a in [*keyword, *args.kwonlyargs]}, options)
 
 
+def check_shipped(target: str, options: Mapping[str, str], named: str) -> None:
+    """A shipped generator built once with its ``-g`` options and dropped: RecipeError, one line, for a value it
+    refuses, before the fixture's data is built (``-g steps=x``, a missing ``-g dir=``, were refused by the worker
+    after it). Their constructors load nothing (``Diffusers`` reads ``model_index.json``); a user's factory is not
+    built here, as building one may load a model."""
+    module, _, attribute = target.partition(":")
+    factory = getattr(importlib.import_module(module), attribute)
+    _check_options(named, factory, options)
+    try:
+        factory(**options)
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
+
+
 def _rebound(tree: ast.Module, name: str) -> bool:
     """Whether the module binds ``name`` otherwise too (``make = wrap(make)``, an import of it, a loop or ``with``
     target): the object the worker gets may then take other options than the ``def`` says."""
@@ -1115,9 +1129,10 @@ class Generating:
         """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known,
         ``-g`` options its factory's source does not take (``check_factory_source``), a command's ``-g`` values
         that do not read (``command_capabilities``), a command whose program this machine cannot run
-        (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under ``skip_generation``: nothing
-        runs them). The program is asked for later (``unrunnable``) where the run
-        folder ``out_dir`` holds rollouts this very generator made: a rerun that keeps them all runs nothing."""
+        (``check_program``) and a shipped generator's ``-g`` values (``check_shipped``: a ``folder`` without ``-g
+        dir=``, ``diffusers -g steps=x``; not under ``skip_generation``: nothing runs them). The program is asked
+        for later (``unrunnable``) where the run folder ``out_dir`` holds rollouts this very generator made: a rerun
+        that keeps them all runs nothing."""
         self.spec, self.recipe = spec, recipe
         self.unrunnable: RecipeError | None = None   # why the command cannot run, once a rollout is to be made
         # a Python generator's module:factory, found once (an entry point's lookup reads every installed package)
@@ -1136,11 +1151,8 @@ class Generating:
                 if stored is None or not same_generator(stored.generator, scrub(spec.spec)):
                     raise
                 self.unrunnable = exc
-        if spec is not None and self.target == SHIPPED["folder"] and not skip_generation:
-            try:   # before the fixture's data is built (seconds), which a missing -g dir= came after
-                rollouts_dir(spec.options.get("dir", ""))
-            except ValueError as exc:
-                raise RecipeError(str(exc)) from None
+        if spec is not None and self.target in SHIPPED.values() and not skip_generation:
+            check_shipped(self.target, spec.options, generator_name(spec.spec, self.target))
 
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:
