@@ -361,9 +361,18 @@ def test_a_run_without_generation_records_reads_no_rollout(run_dir: Path, monkey
 
 
 def test_not_a_run_directory(tmp_path: Path) -> None:
-    assert check_run(tmp_path / "nope").problems == [f"{tmp_path / 'nope'}: not a directory"]
-    (tmp_path / "empty").mkdir()
-    assert check_run(tmp_path / "empty").problems == [f"{tmp_path / 'empty' / 'scorecard.json'}: file not found"]
+    """Check says of a folder no run wrote in what status says (it said only ``scorecard.json: file not found``)."""
+    from pinbench.ops.status import run_status
+
+    for name in ("nope", "empty"):
+        with pytest.raises(ValueError) as status:
+            run_status(tmp_path / name, ask_slurm=False)
+        assert check_run(tmp_path / name).problems == [str(status.value)]
+        (tmp_path / "empty").mkdir(exist_ok=True)
+    empty = tmp_path / "empty"
+    assert str(status.value) == f"{empty}: not a run directory (no shard manifests, submissions or scorecard)"
+    (empty / "pinbench-run.json").write_text("{}")   # claimed by a run: its scorecard is awaited
+    assert check_run(empty).problems[0].startswith(f"{empty / 'scorecard.json'}: file not found")
 
 
 def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -406,7 +415,7 @@ def _check_in_a_fresh_process(run_dir: Path, blas_threads: str | None = None, co
 def test_check_imports_no_torch_and_no_plotting(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     out = _check_in_a_fresh_process(tmp_path / "empty")
-    assert "scorecard.json: file not found" in out and "HEAVY []" in out, out
+    assert "empty: not a run directory" in out and "HEAVY []" in out, out
 
 
 def test_check_runs_one_blas_thread_and_loads_no_console_or_package_metadata(run_dir: Path) -> None:

@@ -251,6 +251,21 @@ def test_raft_pairs_follow_the_clip_table() -> None:
     assert raft_pairs(60, 30) == 14 and raft_pairs(10, 8) == 9
 
 
+def test_the_cpu_estimate_reads_right_in_every_range() -> None:
+    """``about`` goes with a number, never with ``under 1 s`` (a small folder's GPU time read ``about under 1 s``)."""
+    from types import SimpleNamespace
+
+    from pinbench_recipes.dynamic_degree.estimate import cpu_time_finding
+
+    small = SimpleNamespace(n_frames=16, fps=8.0, width=96, height=64)  # 15 pairs: 0.3 s on CPU
+    finding = cpu_time_finding([small], flow="raft", device="cpu", gpus=None)
+    assert finding is not None and "in 1 video, under 1 s (rate: " in finding.line, finding
+    assert "; a GPU: under 1 s); -o flow=farneback" in finding.line and "about under" not in finding.line
+    large = SimpleNamespace(n_frames=16 * 60, fps=8.0, width=832, height=480)
+    finding = cpu_time_finding([large] * 10, flow="raft", device="cpu", gpus=None)
+    assert finding is not None and ", about 3.5 h (rate: " in finding.line and "a GPU: about 6 min)" in finding.line
+
+
 def test_a_bad_video_names_the_way_on_and_skip_doctor_does_what_it_says(tmp_path: Path, videos: Path) -> None:
     import shutil
 

@@ -155,8 +155,8 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     (folder / "notes.txt").write_text("not a rollout")
     lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
                           ).output.splitlines()
-    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case, spaces or " \
-           "separators (names are exact)" in lines
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 'T2V-001.mp4' beside it differs only in case, spaces, " \
+           "separators or Unicode normalization (names are exact)" in lines
     assert f"{folder / 'T2V-001.mp4'}: no request names it, so it is not scored" in lines
     assert f"{folder / 'extra' / 't2v-009.mp4'}: no request names it, so it is not scored" in lines
     assert not any("notes.txt" in line for line in lines) and lines[-1].startswith("1 of 3 rollouts")
@@ -164,8 +164,8 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     (folder / "T2V-001.mp4").rename(folder / "t2v_001.mp4")
     lines = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), "--requests", str(requests)]
                           ).output.splitlines()
-    assert f"{folder / 't2v-001.mp4'}: no rollout; 't2v_001.mp4' beside it differs only in case, spaces or " \
-           "separators (names are exact)" in lines
+    assert f"{folder / 't2v-001.mp4'}: no rollout; 't2v_001.mp4' beside it differs only in case, spaces, " \
+           "separators or Unicode normalization (names are exact)" in lines
     twins = tmp_path / "twins.jsonl"
     twins.write_text("".join(json.dumps(r.to_json()) + "\n" for r in [
         *asked, _request(id="t2v.001", output="t2v.001.mp4", frames=5, fps=8.0, conditioning=())]))
@@ -197,8 +197,8 @@ def test_near_name_hints_list_each_folder_once_and_group_the_asked_paths_once(
     asked = [tmp_path / f"s{i:02d}-a.mp4" for i in range(40)] + [tmp_path / "t.mp4", tmp_path / "T.mp4"]
     near = NearNames(asked)
     hints = [near(path) for path in asked]
-    assert hints[:40] == [f"; 'S{i:02d}_A.mp4' beside it differs only in case, spaces or separators (names are exact)"
-                          for i in range(40)]
+    assert hints[:40] == [f"; 'S{i:02d}_A.mp4' beside it differs only in case, spaces, separators or Unicode "
+                          "normalization (names are exact)" for i in range(40)]
     assert hints[40:] == ["", ""] and listed == [tmp_path]
 
 
@@ -4173,3 +4173,49 @@ def test_a_folder_at_a_rollouts_place_that_cannot_be_listed_is_named_without_wha
     monkeypatch.setattr(Path, "iterdir", refused)
     assert check_rollout(None, folder) == [f"{folder}: a folder (unlisted: Permission denied), not a video file: "
                                            "write the rollout to that path itself, not into a folder there"]
+
+
+def test_a_one_frame_rollout_is_counted_in_the_singular(make_video) -> None:
+    """A one-frame video read ``1 frames, the request asks 9``: the count goes through ``counted``."""
+    from pinbench.ops.generation import check_rollout
+
+    path = make_video(name="t2v-000.mp4", n_frames=1)
+    request = _request(frames=9, fps=8.0, width=64, height=48)
+    assert check_rollout(request, path) == [f"{path}: 1 frame, the request asks 9"]
+
+
+def test_a_rollout_named_in_another_unicode_normalization_is_a_near_name_never_the_rollout(tmp_path: Path) -> None:
+    """A name macOS wrote in NFD (``e`` + combining acute) where the request asks NFC ``é``: missing, with no hint;
+    now the hint names it, and the rollout is still missing (names are exact)."""
+    import unicodedata
+
+    from pinbench.ops.generation import check_rollout
+
+    asked = tmp_path / unicodedata.normalize("NFC", "café.mp4")
+    written = unicodedata.normalize("NFD", "café.mp4")
+    (tmp_path / written).write_bytes(b"")
+    assert check_rollout(_request(), asked) == [
+        f"{asked}: no rollout; {written!r} beside it differs only in case, spaces, separators or Unicode "
+        "normalization (names are exact)"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"steps": "x"}, "-g steps=x: must be a whole number of 1 or more"),
+    ({"guidance": "-1"}, "-g guidance=-1: must be a finite number of 0 or more"),
+    ({"device": "tpu"}, "-g device=tpu: must be cpu, cuda or cuda:N"),
+    ({"stpes": "2"}, "generator diffusers (pinbench.ops.generators:diffusers): -g stpes: not its option (it takes "
+                     "model=, weights_sha256=, [steps=], "),
+], ids=["steps", "guidance", "device", "misspelt"])
+def test_a_shipped_generator_s_bad_value_is_refused_before_anything_is_written(tmp_path: Path, change,
+                                                                               message) -> None:
+    """``--generator diffusers -g steps=x`` was refused by the worker, after the fixture's data was built in the
+    run's folder (``diffusers = Diffusers`` is no ``def`` its source check reads). The shipped constructors load
+    nothing (Diffusers reads model_index.json), so the run builds one first: one line, nothing written."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model_index.json").write_text('{"_class_name": "TextToVideoSDPipeline"}')
+    options = {"model": str(model), "weights_sha256": "0" * 64, **change}
+    with pytest.raises(RecipeError) as caught:
+        _run(tmp_path / "run", "diffusers", **options)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value), caught.value
+    assert not (tmp_path / "run").exists()

@@ -249,6 +249,10 @@ def test_out_of_range_index_names_the_file(make_video, backend):
         with pytest.raises(VideoError) as err:
             read_video(path, [0, bad], backend=backend)
         _assert_one_line_error(err.value, path, f"frame index {bad} out of range (video has 10 frames)")
+    one = make_video(name="one.mp4", n_frames=1)   # read "video has 1 frames"
+    with pytest.raises(VideoError) as err:
+        read_video(one, [1], backend=backend)
+    _assert_one_line_error(err.value, one, "frame index 1 out of range (video has 1 frame)")
 
 
 def test_missing_file(tmp_path):

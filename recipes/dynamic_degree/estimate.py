@@ -50,13 +50,14 @@ def raft_pairs(n_frames: int, fps: float) -> int:
 
 
 def _duration(seconds: float) -> str:
+    """``about 13 s``, ``under 1 s``: the whole phrase, so that no range reads ``about under 1 s``."""
     if seconds < 1:
         return "under 1 s"
     if seconds < 120:
-        return f"{seconds:.0f} s"
+        return f"about {seconds:.0f} s"
     if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"
 
 
 def cpu_time_finding(videos: Iterable[VideoInfo], *, flow: str, device: str,
@@ -81,5 +82,5 @@ def cpu_time_finding(videos: Iterable[VideoInfo], *, flow: str, device: str,
         return None
     why = "-o device=cpu" if device == "cpu" else "no GPU visible"
     return warning("cpu", f"RAFT would run on CPU ({why}): {pairs:.0f} frame pairs in {counted(n_videos, 'video')}, "
-                          f"about {_duration(work / CPU_PAIRS_PER_S)} (rate: {rate_source()}; a GPU: about "
+                          f"{_duration(work / CPU_PAIRS_PER_S)} (rate: {rate_source()}; a GPU: "
                           f"{_duration(work / GPU_PAIRS_PER_S)}); -o flow=farneback is the CPU preview")

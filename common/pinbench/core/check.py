@@ -60,7 +60,14 @@ from pinbench.core.progress import amount
 from pinbench.core.recipe import Recipe, get_recipe
 from pinbench.core.reference import diff, load_reference, result_line, verdict_line
 from pinbench.core.run import GENERATION, ROLLOUTS
-from pinbench.core.rundir import IDENTITY_FILE, RunDirError, is_aside_name, other_live_runs, read_identity
+from pinbench.core.rundir import (
+    IDENTITY_FILE,
+    RunDirError,
+    is_aside_name,
+    not_a_run_directory,
+    other_live_runs,
+    read_identity,
+)
 from pinbench.core.runner import SampleRecord, load_records, parse_merged
 from pinbench.core.scorecard import (
     MetricSpec,
@@ -129,10 +136,12 @@ def check_run(run_dir: Path | str) -> CheckResult:
     if run_dir.name == SCORECARD and run_dir.is_file():
         run_dir = run_dir.parent
     result = CheckResult(run_dir)
-    if not run_dir.is_dir():
-        result.problems.append(f"{run_dir}: not a directory")
+    if run_dir.is_dir():   # noted in any folder: a run killed while making them may have written nothing else
+        _partial_rollouts(run_dir, result)
+    problem = not_a_run_directory(run_dir)   # what ``pinbench status`` says of it, not "scorecard.json: not found"
+    if problem:
+        result.problems.append(problem)
         return result
-    _partial_rollouts(run_dir, result)
     try:
         card = load_scorecard(run_dir / SCORECARD)
     except FileError as exc:

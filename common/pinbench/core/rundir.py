@@ -66,7 +66,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.fixture_data import FIXTURE_DIR
 from pinbench.core.provenance import REDACTED, holds_secret, redact
-from pinbench.core.shard_manifest import manifest_path
+from pinbench.core.shard_manifest import manifest_path, read_manifests
 from pinbench.core.store import SAMPLES_DIR, log_name, store_folders
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ _INPUT_FILES_VERSION = 1
 _SHOWN_FILES = 3   # files a refusal names per changed input, then how many more
 LOCK_DIR = ".pinbench-locks"
 SLURM_DIR = "slurm"   # ``pinbench submit``'s scripts and logs, written before its jobs claim the directory
+SUBMISSIONS = "submissions.jsonl"   # in SLURM_DIR: one line per ``pinbench submit``
 TOKEN_ENV = "PINBENCH_RUN_LOCK"
 UNSHARDED = "run"
 IDENTITY_KEYS = ("recipe", "checkpoint", "mode")
@@ -274,6 +275,23 @@ def _read_input_files(out_dir: Path) -> dict[str, tuple[str, dict[str, int]]]:
                 and all(type(size) is int for size in files.values())):
             listed[name] = (entry["fingerprint"], files)
     return listed
+
+
+def not_a_run_directory(out_dir: Path) -> str | None:
+    """The one line ``pinbench status`` and ``pinbench check`` both say of a folder no run claimed, wrote a manifest
+    or scorecard in, or submitted to; None for a run directory (one whose manifest is corrupt included: the reader
+    of its manifests names that)."""
+    if not out_dir.is_dir():
+        return f"{out_dir}: not a run directory (no such directory, or not a directory)"
+    if ((out_dir / "scorecard.json").is_file() or (out_dir / IDENTITY_FILE).is_file()
+            or os.path.lexists(out_dir / SLURM_DIR / SUBMISSIONS)):
+        return None
+    try:
+        if read_manifests(out_dir):
+            return None
+    except ValueError:
+        return None
+    return f"{out_dir}: not a run directory (no shard manifests, submissions or scorecard)"
 
 
 def _holds_results(out_dir: Path) -> bool:

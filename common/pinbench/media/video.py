@@ -50,7 +50,7 @@ import av
 import av.index
 import numpy as np
 
-from pinbench.core.files import FileError, atomic_path, open_regular
+from pinbench.core.files import FileError, atomic_path, counted, open_regular
 
 T = TypeVar("T")
 BACKENDS = ("decord", "pyav", "opencv")
@@ -372,7 +372,7 @@ def _probe(path: Path, fd: int) -> _Probe:
             if held < declared:
                 if _external_data(fd, bmff.moov, stream.id):
                     raise VideoError(path, "undecodable: its samples are in another file (an external data reference)")
-                raise VideoError(path, f"truncated: container declares {declared} frames, holds {held}")
+                raise VideoError(path, f"truncated: container declares {counted(declared, 'frame')}, holds {held}")
             # What FFmpeg's decoders show: its index, less the samples it flags "discard" (before the edit list's
             # start, or B-frames past its end)
             n_frames = shown - sum(entries[i].is_discard for i in range(shown))
@@ -381,14 +381,14 @@ def _probe(path: Path, fd: int) -> _Probe:
             discarded = 0
             n_frames, covered_s = _count_packets(path, container)
             if declared is not None and n_frames < declared:
-                raise VideoError(path, f"truncated: container declares {declared} frames, holds {n_frames}")
+                raise VideoError(path, f"truncated: container declares {counted(declared, 'frame')}, holds {n_frames}")
             if fps and declared_s and covered_s is not None:
                 missing_s = declared_s - covered_s
                 if missing_s > max(2.0 / fps, 0.02 * declared_s):
                     raise VideoError(
                         path,
                         f"truncated: container declares {declared_s:.3f} s but frames end at "
-                        f"{covered_s:.3f} s ({n_frames} frames)",
+                        f"{covered_s:.3f} s ({counted(n_frames, 'frame')})",
                     )
     if n_frames == 0:
         raise VideoError(path, "undecodable: no video frames")
@@ -435,9 +435,11 @@ def _decord_reader(path: Path, probe: _Probe):  # -> decord.VideoReader (decord 
         # with B-frames cut at 1.3 s: 70 samples, 3 flagged) decord's frame i was pyav's frame i read in order, frame
         # i-3 after a seek, and its last 3 were the last again.
         raise _BackendFailure("undecodable", f"counts the {discarded} of {len(reader)} samples the edit list "
-                                             f"discards, which pyav and OpenCV skip ({info.n_frames} frames)")
+                                             "discards, which pyav and OpenCV skip "
+                                             f"({counted(info.n_frames, 'frame')})")
     if len(reader) != info.n_frames:
-        raise _BackendFailure("truncated", f"the reader sees {len(reader)} frames, the container holds {info.n_frames}")
+        raise _BackendFailure("truncated", f"the reader sees {counted(len(reader), 'frame')}, "
+                                           f"the container holds {info.n_frames}")
     return reader
 
 
@@ -492,7 +494,7 @@ def _sequential(info: VideoInfo, wanted: list[int], frames_iter: Iterable[Callab
         decoded += 1
         if decoded > last:
             return out
-    raise _BackendFailure("truncated", f"stream ended after {decoded} of {info.n_frames} frames")
+    raise _BackendFailure("truncated", f"stream ended after {decoded} of {counted(info.n_frames, 'frame')}")
 
 
 def _streamed(info: VideoInfo, frames_iter: Iterable[Callable[[], np.ndarray]]) -> Iterator[np.ndarray]:
@@ -508,7 +510,7 @@ def _streamed(info: VideoInfo, frames_iter: Iterable[Callable[[], np.ndarray]]) 
         decoded += 1
         if decoded == info.n_frames:
             return
-    raise _BackendFailure("truncated", f"stream ended after {decoded} of {info.n_frames} frames")
+    raise _BackendFailure("truncated", f"stream ended after {decoded} of {counted(info.n_frames, 'frame')}")
 
 
 def _pyav_thunks(container: av.container.InputContainer) -> Iterator[Callable[[], np.ndarray]]:
@@ -608,7 +610,7 @@ def _wanted_indices(
     chosen = [int(i) for i in indices]
     bad = [i for i in chosen if not 0 <= i < n_frames]
     if bad:
-        raise VideoError(path, f"frame index {bad[0]} out of range (video has {n_frames} frames)")
+        raise VideoError(path, f"frame index {bad[0]} out of range (video has {counted(n_frames, 'frame')})")
     return chosen
 
 

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -525,6 +526,20 @@ def check_factory_source(target: str, options: Mapping[str, str], named: str) ->
     _check_named(named, {a.arg: a.arg in optional for a in [*keyword, *args.kwonlyargs]}, options)
 
 
+def check_shipped(target: str, options: Mapping[str, str], named: str) -> None:
+    """A shipped generator built once with its ``-g`` options and dropped: RecipeError, one line, for a value it
+    refuses, before the fixture's data is built (``-g steps=x``, a missing ``-g dir=``, were refused by the worker
+    after it). Their constructors load nothing (``Diffusers`` reads ``model_index.json``); a user's factory is not
+    built here, as building one may load a model."""
+    module, _, attribute = target.partition(":")
+    factory = getattr(importlib.import_module(module), attribute)
+    _check_options(named, factory, options)
+    try:
+        factory(**options)
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
+
+
 def _rebound(tree: ast.Module, name: str) -> bool:
     """Whether the module binds ``name`` otherwise too (``make = wrap(make)``, an import of it, a loop or ``with``
     target): the object the worker gets may then take other options than the ``def`` says."""
@@ -1006,7 +1021,7 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     if abs(info.fps - request.fps) > FPS_TOLERANCE * request.fps:
         problems.append(f"{path}: {info.fps:g} fps, the request asks {request.fps:g}")
     if info.n_frames != request.frames:
-        problems.append(f"{path}: {info.n_frames} frames, the request asks {request.frames}")
+        problems.append(f"{path}: {counted(info.n_frames, 'frame')}, the request asks {request.frames}")
     elif not kept and not is_valid_video(path, request.frames):
         problems.append(f"{path}: does not decode to its last frame (truncated or damaged)")
     return problems
@@ -1029,17 +1044,18 @@ _SEPARATORS = str.maketrans("_.", "--")
 
 
 def _loose(name: str) -> str:
-    """A name without what a near miss of it changes: case, spaces, and which of ``_ - .`` separates its words."""
-    return "".join(name.split()).casefold().translate(_SEPARATORS)
+    """A name without what a near miss of it changes: case, spaces, which of ``_ - .`` separates its words, and its
+    Unicode normalization (a name macOS wrote in NFD, ``e`` and a combining accent, where the request has ``é``)."""
+    return unicodedata.normalize("NFC", "".join(name.split()).casefold()).translate(_SEPARATORS)
 
 
 class NearNames:
-    """``; 'Video.mp4' beside it differs only in case, spaces or separators (names are exact)`` for the names in a
-    missing ``path``'s folder that differ from its name only so, else "": a rollout made elsewhere under a near name
-    reads as none. Nothing either when another of the ``asked`` rollout paths there is as near: the hint would be a
-    guess (``s01-a.mp4`` and ``s01_a.mp4`` both asked). Each folder is listed once, when a path in it is first
-    missing, and ``asked`` grouped once: a check of 500 missing rollouts among 5,000 listed the folder and compared
-    every asked path for each, 20 s."""
+    """``; 'Video.mp4' beside it differs only in case, spaces, separators or Unicode normalization (names are
+    exact)`` for the names in a missing ``path``'s folder that differ from its name only so (never taken for it),
+    else "": a rollout made elsewhere under a near name reads as none. Nothing either when another of the ``asked``
+    rollout paths there is as near: the hint would be a guess (``s01-a.mp4`` and ``s01_a.mp4`` both asked). Each
+    folder is listed once, when a path in it is first missing, and ``asked`` grouped once: a check of 500 missing
+    rollouts among 5,000 listed the folder and compared every asked path for each, 20 s."""
 
     def __init__(self, asked: Iterable[Path] = ()) -> None:
         self._asked: dict[tuple[Path, str], set[str]] = {}
@@ -1061,7 +1077,8 @@ class NearNames:
         if not near:
             return ""
         verb = "differs" if len(near) == 1 else "differ"
-        return f"; {', '.join(near)} beside it {verb} only in case, spaces or separators (names are exact)"
+        return (f"; {', '.join(near)} beside it {verb} only in case, spaces, separators or Unicode normalization "
+                "(names are exact)")
 
 
 UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
@@ -1112,9 +1129,10 @@ class Generating:
         """Refuses, before the run claims its folder or imports the recipe's code, a generator that is not known,
         ``-g`` options its factory's source does not take (``check_factory_source``), a command's ``-g`` values
         that do not read (``command_capabilities``), a command whose program this machine cannot run
-        (``check_program``) and a ``folder`` generator's missing ``-g dir=`` (not under ``skip_generation``: nothing
-        runs them). The program is asked for later (``unrunnable``) where the run
-        folder ``out_dir`` holds rollouts this very generator made: a rerun that keeps them all runs nothing."""
+        (``check_program``) and a shipped generator's ``-g`` values (``check_shipped``: a ``folder`` without ``-g
+        dir=``, ``diffusers -g steps=x``; not under ``skip_generation``: nothing runs them). The program is asked
+        for later (``unrunnable``) where the run folder ``out_dir`` holds rollouts this very generator made: a rerun
+        that keeps them all runs nothing."""
         self.spec, self.recipe = spec, recipe
         self.unrunnable: RecipeError | None = None   # why the command cannot run, once a rollout is to be made
         # a Python generator's module:factory, found once (an entry point's lookup reads every installed package)
@@ -1133,11 +1151,8 @@ class Generating:
                 if stored is None or not same_generator(stored.generator, scrub(spec.spec)):
                     raise
                 self.unrunnable = exc
-        if spec is not None and self.target == SHIPPED["folder"] and not skip_generation:
-            try:   # before the fixture's data is built (seconds), which a missing -g dir= came after
-                rollouts_dir(spec.options.get("dir", ""))
-            except ValueError as exc:
-                raise RecipeError(str(exc)) from None
+        if spec is not None and self.target in SHIPPED.values() and not skip_generation:
+            check_shipped(self.target, spec.options, generator_name(spec.spec, self.target))
 
     def generate(self, run: Run, requests: Sequence[Request], folder: str,
                  default: Callable[[], Generator] | None = None) -> Path:

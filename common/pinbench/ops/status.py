@@ -26,7 +26,7 @@ from pinbench.core.config import Shard
 from pinbench.core.files import FileError, aligned, counted, iter_finite_jsonl_file, loads_json, read_data_file
 from pinbench.core.provenance import printable
 from pinbench.core.run import by_reason
-from pinbench.core.rundir import IDENTITY_FILE, LOCK_DIR, SLURM_DIR, lock_name, process_alive, read_lock
+from pinbench.core.rundir import LOCK_DIR, SLURM_DIR, lock_name, not_a_run_directory, process_alive, read_lock
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import (
     DEFAULT_SAMPLES_PATH,
@@ -137,13 +137,11 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
     """The status of a run directory; ValueError (one line) when it is not one. ``asked``: what Slurm just said of
     the last submission's jobs (``_slurm_states``), taken instead of asking again."""
     out_dir = Path(out_dir)
-    if not out_dir.is_dir():
-        raise ValueError(f"{out_dir}: not a run directory (no such directory, or not a directory)")
+    problem = not_a_run_directory(out_dir)   # a run claimed it (IDENTITY_FILE): before its first manifest
+    if problem:
+        raise ValueError(problem)
     submission = last_submission(out_dir)
     manifests = read_manifests(out_dir)
-    if (submission is None and not manifests and not (out_dir / "scorecard.json").is_file()
-            and not (out_dir / IDENTITY_FILE).is_file()):   # a run claimed it: before its first manifest
-        raise ValueError(f"{out_dir}: not a run directory (no shard manifests, submissions or scorecard)")
     count = submission.shards if submission else (manifests[-1].count if manifests else 1)
     layout = [m for m in manifests if m.count == count]
     step_dir = layout[-1].path.parent if layout else None  # the step that ran in this layout most recently

@@ -40,7 +40,7 @@ from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
 from pinbench.core.provenance import keep_secret_options, redact
 from pinbench.core.recipe import Recipe, scale_out_problem
-from pinbench.core.rundir import SLURM_DIR, check_out_dir_outside, check_owner, input_paths, run_identity
+from pinbench.core.rundir import SLURM_DIR, SUBMISSIONS, check_out_dir_outside, check_owner, input_paths, run_identity
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
 from pinbench.core.sample_cache import SIZE_ENV, checked_dir
 from pinbench.core.shard_manifest import now
@@ -65,7 +65,6 @@ from pinbench.ops.job_command import (
     shell_line,
 )
 
-SUBMISSIONS = "submissions.jsonl"
 SUBMIT_LOCK = ".submit.lock"   # held by the submission under way (flock)
 # sbatch options the layout sets itself; taking them from --sbatch-arg would break it.
 RESERVED = ("--array", "--output", "--error", "--dependency", "--parsable", "--wrap", "--chdir", "--job-name",
