@@ -412,10 +412,9 @@ def _hide_url_userinfo(text: str) -> str:
             continue
         else:
             skip = _IN_STRING.match(text, sep).end()
-            end = _last_at(text, sep, skip)
             if text.find("@", sep, skip) < 0:   # no '@' before the quote: a password holding a raw '"'
                 skip = _NON_SPACE.match(text, sep).end()
-                end = _last_at(text, sep, skip)
+            end = _last_at(text, sep, skip)
             if end < 0:
                 continue
             password = text[sep + 1:end]
@@ -473,13 +472,14 @@ def _may_match(text: str) -> bool:
     """Whether ``text`` could hold an ``_HF_TOKEN``, a ``_SERVICE_TOKEN``, an AWS secret's name, a URL's user
     info, a PEM private key or a ``_KEYED_SECRET``: the scrubbers' fast paths skip the rest. "sk-" is common in
     plain words (task-, mask-): only a long run after it counts. The AWS name alone counts: in JSON text an escaped
-    quote may stand between it and the value."""
-    if _MAY_HINT.search(text) is None:
-        return _holds_named_value(text)
-    return (_SURE_HINT.search(text) is not None or _may_hold_url_userinfo(text)
+    quote may stand between it and the value. A value after a secret's name in free text (``_holds_named_value``)
+    counts with or without a hint."""
+    if _MAY_HINT.search(text) is not None and (
+            _SURE_HINT.search(text) is not None or _may_hold_url_userinfo(text)
             or ("sk-" in text and _SK_HINT.search(text) is not None)
-            or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None)
-            or _holds_named_value(text))
+            or ("ecret" in text.lower() and _AWS_SECRET_NAME.search(text) is not None)):
+        return True
+    return _holds_named_value(text)
 
 
 def _holds_named_value(text: str) -> bool:
