@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from fifo_swap import check_then_swap, swap_in_fifo, within
 
-from pinbench.media import video
+from pinbench.media import preview, video
 from pinbench.media.video import (
     BACKENDS,
     DecoderUnavailable,
@@ -510,7 +510,7 @@ def test_a_backend_failure_names_the_backend_once(make_video, monkeypatch, name)
 def test_a_pyav_decoding_error_is_one_line_naming_pyav_once(make_video, monkeypatch):
     path = make_video(n_frames=10)
 
-    def broken(_container):
+    def broken(_path, _container):
         raise av.error.InvalidDataError(1094995529, "Invalid data found when processing input")
 
     monkeypatch.setattr(video, "_pyav_thunks", broken)  # test double: FFmpeg fails mid-decode
@@ -742,6 +742,126 @@ def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames
     after_seek = decord.VideoReader(str(late)).get_batch([20]).asnumpy()[0]
     np.testing.assert_array_equal(in_order, full[21])
     np.testing.assert_array_equal(after_seek, full[20])
+
+
+def test_an_edit_list_ending_before_b_frames_is_refused_to_decord(synthetic_frames, tmp_path: Path) -> None:
+    """An edit list that ends mid-GOP in an H.264 with B-frames (x264 bf=3, keyframes every 12; it shows 1.25 s of
+    3): FFmpeg keeps the samples up to the next keyframe and flags the 12 past the end "discard". pyav and OpenCV
+    show frames 0-12; decord reads 25, frames 0-12 and then frame 12 again 12 times. Its read is refused."""
+    pytest.importorskip("decord")
+    frames = synthetic_frames(30)
+    data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="12", bf="3").read_bytes())
+    elst, _ = _box(bytes(data), b"moov", b"trak", b"edts", b"elst")
+    assert data[elst + 8:elst + 16] == _u32s(0, 1)     # version 0, one entry
+    data[elst + 16:elst + 20] = _u32s(1250)             # its duration, in the movie's 1/1000 s
+    short = tmp_path / "short.mp4"
+    short.write_bytes(data)
+    assert video_info(short).n_frames == 13
+    full = read_video(tmp_path / "full.mp4", backend="pyav").frames
+    for backend in ("pyav", "opencv"):
+        np.testing.assert_array_equal(read_video(short, backend=backend).frames, full[:13])
+    import decord
+
+    reader = decord.VideoReader(str(short))
+    assert len(reader) == 25
+    np.testing.assert_array_equal(reader.get_batch(list(range(25))).asnumpy()[13:], full[[12] * 12])
+    with pytest.raises(VideoError) as err:
+        read_video(short, backend="decord")
+    assert err.value.reason == ("undecodable: decord: counts the 12 of 25 samples the edit list discards, which pyav "
+                                "and OpenCV skip (13 frames)")
+
+
+def test_a_fragmented_mp4s_discarded_samples_are_not_counted(synthetic_frames, tmp_path: Path) -> None:
+    """A fragmented MP4 whose 'moov' has an edit list (PyAV with movflags=frag_keyframe, use_editlist=1; 30 frames,
+    keyframes every 4, the first fragment's 4 samples in 'moov'): FFmpeg demuxes 27 packets and flags the first
+    "discard"; pyav and OpenCV show 26 frames (4-29). Its packets were counted as 27 frames: both reads were
+    "truncated" (26 of 27), and decord's 27 (4-29, then 29 again) passed. The flagged packet is not counted now, and
+    decord's read is refused as for an unfragmented file's edit list."""
+    frames = synthetic_frames(30)
+    path = tmp_path / "frag.mp4"
+    with av.open(str(path), "w", options={"movflags": "frag_keyframe", "use_editlist": "1"}) as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"crf": "0", "g": "4", "bf": "0"}
+        for i, frame in enumerate(frames):
+            vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            vf.pts = i
+            container.mux(stream.encode(vf))
+        container.mux(stream.encode(None))
+    _box(path.read_bytes(), b"moov", b"trak", b"edts", b"elst")   # the edit list is there
+    assert b"moof" in path.read_bytes()
+    assert video_info(path).n_frames == 26
+    shown = read_video(path, backend="pyav").frames
+    np.testing.assert_array_equal(read_video(path, backend="opencv").frames, shown)
+    pytest.importorskip("decord")
+    with pytest.raises(VideoError) as err:
+        read_video(path, backend="decord")
+    assert err.value.reason == ("undecodable: decord: counts the 1 of 27 samples the edit list discards, which pyav "
+                                "and OpenCV skip (26 frames)")
+
+
+def _cover_first(path: Path, n_frames: int = 10, *, video: bool = True) -> Path:
+    """An MP4 with a 32x32 PNG cover picture (an attached picture: its 'covr' metadata), listed before its 64x48
+    H.264 video stream (``n_frames`` of grey level 20 i): PyAV writes the metadata ('udta') after the track, which
+    then comes first in 'moov'; moved before it, FFmpeg lists the picture as video stream 0. ``video=False``: the
+    picture alone."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=10) if video else None
+        cover = container.add_stream("png")
+        cover.width, cover.height, cover.pix_fmt = 32, 32, "rgb24"
+        cover.disposition = av.stream.Disposition.attached_pic
+        if stream is not None:
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            stream.options = {"crf": "0"}
+            for i in range(n_frames):
+                frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * i, np.uint8), format="rgb24")
+                frame.pts = i
+                container.mux(stream.encode(frame))
+            container.mux(stream.encode(None))
+        picture = av.VideoFrame.from_ndarray(np.full((32, 32, 3), 200, np.uint8), format="rgb24")
+        for packet in [*cover.encode(picture), *cover.encode(None)]:
+            container.mux(packet)
+    data = path.read_bytes()
+    moov, size = _box(data, b"moov")
+    children, offset = [], moov + 8
+    while offset < moov + size:
+        length = int.from_bytes(data[offset:offset + 4], "big")
+        children.append(data[offset:offset + length])
+        offset += length
+    children.sort(key=lambda box: {b"mvhd": 0, b"udta": 1}.get(box[4:8], 2))   # moov's size and place stay
+    path.write_bytes(data[:moov + 8] + b"".join(children) + data[moov + size:])
+    return path
+
+
+def test_a_cover_picture_listed_first_is_not_read_as_the_video(tmp_path: Path) -> None:
+    """Taken as the first video stream, the cover made this file a 1-frame 32x32 PNG "video" to video_info, pyav,
+    OpenCV, the validity check and the preview's probe, and decord's read (decord picks the video: 10 frames) was
+    "truncated". Every read takes the first stream that is not a cover; OpenCV, which reads the picture and takes no
+    choice of stream, is refused saying so."""
+    path = _cover_first(tmp_path / "cover.mp4")
+    with av.open(str(path)) as container:
+        assert container.streams.video[0].disposition & av.stream.Disposition.attached_pic
+    assert video_info(path) == VideoInfo(path, 10, 10.0, 64, 48, "h264", 1.0, "mov,mp4,m4a,3gp,3g2,mj2")
+    frames = read_video(path, backend="pyav").frames
+    np.testing.assert_allclose(frames[:, 0, 0, 0], np.arange(10) * 20, atol=1)   # the video's (RGB -> YUV: +-1)
+    np.testing.assert_array_equal(np.stack(list(iter_frames(path, backend="pyav"))), frames)
+    assert is_valid_video(path, 10)
+    assert preview.probe(path).codec == "h264"
+    with pytest.raises(VideoError) as err:
+        read_video(path, backend="opencv")
+    assert err.value.reason == ("undecodable: opencv: a cover picture comes before its video stream: OpenCV reads "
+                                "the picture, pyav and decord the video")
+    pytest.importorskip("decord")
+    np.testing.assert_array_equal(read_video(path, backend="decord").frames, frames)
+
+
+def test_a_file_holding_only_a_cover_picture_is_one_line(tmp_path: Path) -> None:
+    path = _cover_first(tmp_path / "cover.mp4", video=False)
+    for read in (lambda: video_info(path), lambda: read_video(path, backend="pyav"), lambda: preview.probe(path)):
+        with pytest.raises(VideoError) as err:
+            read()
+        assert str(err.value) == f"{path}: undecodable: only a cover picture, no video stream"
+    assert not is_valid_video(path, 1)
 
 
 def test_decord_refuses_a_file_with_two_video_streams(tmp_path: Path) -> None:

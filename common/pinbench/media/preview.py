@@ -24,7 +24,15 @@ import av
 import numpy as np
 
 from pinbench.core.files import exclusive, loads_json, read_regular_text, sha256_fd, sha256_file, write_atomic
-from pinbench.media.video import VideoError, iter_frames, open_video, opened_video, video_info, write_video
+from pinbench.media.video import (
+    VideoError,
+    iter_frames,
+    open_video,
+    opened_video,
+    video_info,
+    video_stream,
+    write_video,
+)
 
 PREVIEW_CRF = 23
 MAX_SIDE = 4096
@@ -69,7 +77,7 @@ def probe(path: Path, fd: int | None = None) -> VideoProbe:
         info = video_info(path, fd=fd)
         try:
             with open_video(path, fd) as container:
-                stream = container.streams.video[0]
+                stream = video_stream(path, container)
                 ctx = stream.codec_context
                 rate = next((Fraction(r) for r in (stream.average_rate, stream.guessed_rate) if r and r > 0),
                             Fraction(info.fps).limit_denominator(1001))

@@ -17,8 +17,11 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
   counts the flagged ones, and its read of such a file is refused as ``undecodable``, saying so: its frame i is not
   the same frame read in order and after a seek.
 * For other containers, or when the header has no count, the video packets are counted by demuxing
-  (no decoding). If the header declared more frames than there are packets, or the packets end well
+  (no decoding), less those FFmpeg flags "discard" (a fragmented MP4's edit list: decord's read is refused as
+  above). If the header declared more frames than there are packets, or the packets end well
   before the declared duration, the file is reported ``truncated``.
+* The video is the first video stream that is not a cover picture (``video_stream``), for every read. OpenCV reads
+  the first one listed, so a file whose cover is listed first is refused to it.
 * A backend whose stream ends before a requested frame (or, for decord, whose index holds a different
   count) reports ``truncated``. ``is_valid_video`` decodes every frame and requires exactly that count.
 
@@ -114,6 +117,7 @@ class _Probe:
     info: VideoInfo
     video_streams: int   # cover pictures aside
     discarded: int   # samples FFmpeg's index flags "discard" (an edit list's)
+    cover_first: bool = False   # a cover picture is listed before the video (OpenCV reads the first one listed)
 
 
 class DecoderUnavailable(RuntimeError):
@@ -306,22 +310,40 @@ def _stream_fps(stream: av.video.stream.VideoStream) -> float | None:
     return None
 
 
-def _count_packets(path: Path, container: av.container.InputContainer) -> tuple[int, float | None]:
-    """Count video packets by demuxing; also return the end time (s) the packets cover."""
-    stream = container.streams.video[0]
+def video_stream(path: Path, container: av.container.InputContainer) -> av.video.stream.VideoStream:
+    """The video stream every read takes: the first that is not a cover picture; VideoError (one line) when none is.
+
+    Why: FFmpeg lists a cover (an MP4's 'covr' image, flagged an attached picture) as a one-frame video stream, first
+    when the file's metadata comes before its track; taken as the video, such a file read as that one picture.
+    """
+    cover = av.stream.Disposition.attached_pic
+    stream = next((s for s in container.streams.video if not s.disposition & cover), None)
+    if stream is None:
+        raise VideoError(path, "undecodable: only a cover picture, no video stream" if container.streams.video
+                         else "undecodable: no video stream")
+    return stream
+
+
+def _count_packets(path: Path, container: av.container.InputContainer,
+                   stream: av.video.stream.VideoStream) -> tuple[int, int, float | None]:
+    """Count video packets by demuxing: those shown, those flagged "discard" (an edit list's: a fragmented MP4's
+    too), and the end time (s) the packets cover."""
     start = stream.start_time or 0
-    count, end = 0, None
+    count, discarded, end = 0, 0, None
     try:
         for packet in container.demux(stream):
             if packet.size == 0:
                 continue
-            count += 1
+            if packet.is_discard:
+                discarded += 1
+            else:
+                count += 1
             if packet.pts is not None and stream.time_base is not None:
                 packet_end = float((packet.pts - start + (packet.duration or 0)) * stream.time_base)
                 end = packet_end if end is None else max(end, packet_end)
     except av.error.FFmpegError as exc:
-        raise VideoError(path, f"truncated: demuxing stopped after {count} packets: {exc}") from exc
-    return count, end
+        raise VideoError(path, f"truncated: demuxing stopped after {count + discarded} packets: {exc}") from exc
+    return count, discarded, end
 
 
 def video_info(path: str | os.PathLike[str], *, fd: int | None = None) -> VideoInfo:
@@ -346,13 +368,12 @@ def _probe(path: Path, fd: int) -> _Probe:
             container = stack.enter_context(open_video(path, fd))
         except av.error.FFmpegError as exc:
             raise VideoError(path, f"undecodable: {exc.strerror or exc}") from exc
-        if not container.streams.video:
-            raise VideoError(path, "undecodable: no video stream")
-        stream = container.streams.video[0]
+        stream = video_stream(path, container)
         ctx = stream.codec_context
         width, height, codec = ctx.width, ctx.height, ctx.name
         container_name = container.format.name
         video_streams = sum(not s.disposition & av.stream.Disposition.attached_pic for s in container.streams.video)
+        cover_first = stream is not container.streams.video[0]
         fps = _stream_fps(stream)
         declared = stream.frames if stream.frames and stream.frames > 0 else None
         if stream.duration is not None and stream.time_base is not None:
@@ -366,7 +387,7 @@ def _probe(path: Path, fd: int) -> _Probe:
             shown = len(entries)
             if shown < declared:   # FFmpeg's index leaves out the samples past an edit list's end: judge by them all
                 with open_video(path, fd, {"ignore_editlist": "1"}) as whole:
-                    held = _samples_held(whole.streams.video[0].index_entries, bmff.media)
+                    held = _samples_held(video_stream(path, whole).index_entries, bmff.media)
             else:
                 held = _samples_held(entries, bmff.media)
             if held < declared:
@@ -378,10 +399,10 @@ def _probe(path: Path, fd: int) -> _Probe:
             n_frames = shown - sum(entries[i].is_discard for i in range(shown))
             discarded = shown - n_frames
         else:
-            discarded = 0
-            n_frames, covered_s = _count_packets(path, container)
-            if declared is not None and n_frames < declared:
-                raise VideoError(path, f"truncated: container declares {counted(declared, 'frame')}, holds {n_frames}")
+            n_frames, discarded, covered_s = _count_packets(path, container, stream)
+            if declared is not None and n_frames + discarded < declared:
+                raise VideoError(path, f"truncated: container declares {counted(declared, 'frame')}, "
+                                       f"holds {n_frames + discarded}")
             if fps and declared_s and covered_s is not None:
                 missing_s = declared_s - covered_s
                 if missing_s > max(2.0 / fps, 0.02 * declared_s):
@@ -400,7 +421,7 @@ def _probe(path: Path, fd: int) -> _Probe:
         fps = n_frames / declared_s
     duration_s = declared_s if declared_s else n_frames / fps
     return _Probe(VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name), video_streams,
-                  discarded)
+                  discarded, cover_first)
 
 
 def require_backend(name: str) -> None:
@@ -513,8 +534,8 @@ def _streamed(info: VideoInfo, frames_iter: Iterable[Callable[[], np.ndarray]]) 
     raise _BackendFailure("truncated", f"stream ended after {decoded} of {counted(info.n_frames, 'frame')}")
 
 
-def _pyav_thunks(container: av.container.InputContainer) -> Iterator[Callable[[], np.ndarray]]:
-    stream = container.streams.video[0]
+def _pyav_thunks(path: Path, container: av.container.InputContainer) -> Iterator[Callable[[], np.ndarray]]:
+    stream = video_stream(path, container)
     stream.thread_type = "AUTO"
     return (lambda frame=frame: frame.to_ndarray(format="rgb24") for frame in container.decode(stream))
 
@@ -522,7 +543,7 @@ def _pyav_thunks(container: av.container.InputContainer) -> Iterator[Callable[[]
 def _decode_pyav(path: Path, probe: _Probe, wanted: list[int]) -> np.ndarray:
     try:
         with av.open(str(path)) as container:
-            return _sequential(probe.info, wanted, _pyav_thunks(container))
+            return _sequential(probe.info, wanted, _pyav_thunks(path, container))
     except av.error.FFmpegError as exc:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
@@ -530,14 +551,19 @@ def _decode_pyav(path: Path, probe: _Probe, wanted: list[int]) -> np.ndarray:
 def _stream_pyav(path: Path, probe: _Probe) -> Iterator[np.ndarray]:
     try:
         with av.open(str(path)) as container:
-            yield from _streamed(probe.info, _pyav_thunks(container))
+            yield from _streamed(probe.info, _pyav_thunks(path, container))
     except av.error.FFmpegError as exc:
         raise _BackendFailure("undecodable", f"decoding failed: {exc}") from exc
 
 
-def _open_capture(path: Path):  # -> cv2.VideoCapture (opened, orientation metadata ignored)
+def _open_capture(path: Path, probe: _Probe):  # -> cv2.VideoCapture (opened, orientation metadata ignored)
+    """OpenCV's capture of ``path``; refused when a cover picture is listed before the video: OpenCV reads the first
+    video stream listed (the picture: one frame), and its FFmpeg backend takes no choice of stream."""
     import cv2
 
+    if probe.cover_first:
+        raise _BackendFailure("undecodable", "a cover picture comes before its video stream: OpenCV reads the "
+                                             "picture, pyav and decord the video")
     capture = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
     if not capture.isOpened():
         capture.release()
@@ -561,7 +587,7 @@ def _opencv_thunks(capture) -> Iterator[Callable[[], np.ndarray]]:
 
 
 def _decode_opencv(path: Path, probe: _Probe, wanted: list[int]) -> np.ndarray:
-    capture = _open_capture(path)
+    capture = _open_capture(path, probe)
     try:
         return _sequential(probe.info, wanted, _opencv_thunks(capture))
     finally:
@@ -569,7 +595,7 @@ def _decode_opencv(path: Path, probe: _Probe, wanted: list[int]) -> np.ndarray:
 
 
 def _stream_opencv(path: Path, probe: _Probe) -> Iterator[np.ndarray]:
-    capture = _open_capture(path)
+    capture = _open_capture(path, probe)
     try:
         yield from _streamed(probe.info, _opencv_thunks(capture))
     finally:
@@ -749,7 +775,7 @@ def is_valid_video(path: str | os.PathLike[str], min_frames: int) -> bool:
                 return False
             decoded = 0
             with open_video(path, fd) as container:
-                stream = container.streams.video[0]
+                stream = video_stream(path, container)
                 stream.thread_type = "AUTO"
                 for _ in container.decode(stream):
                     decoded += 1
