@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pinbench_recipes.paibench_c.fetch as fetch_module
 from pinbench.core.config import RunConfig
 from pinbench.core.pins import load_pins
 from pinbench.core.recipe import get_recipe
+from pinbench_recipes.paibench_c.fixture import build_fixture_dataset
 from pinbench_recipes.paibench_c.rows import load_tasks
 from pinbench_recipes.paibench_c.tests.test_pc_rows import task_row
 
@@ -59,3 +62,29 @@ def test_dataset_pin_for_located_runs_names_every_file(tmp_path: Path) -> None:
     assert len(pin.allow_patterns) == 12 and pin.revision == pins.huggingface["dataset"].revision
     with pytest.raises(ValueError, match="unknown checkpoint 'Cosmos3-Edge'"):
         fetch_module.model_pin(pins, "Cosmos3-Edge")
+
+
+def test_the_doctor_decodes_the_stored_videos_with_the_runs_decoder(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scoring run's doctor reads its stored videos with ``-o decoder=``, the run's own: the default (OpenCV)
+    decodes the fixture's MPEG-4 Part 2 videos; a decoder not installed here is one line naming the option."""
+    root = tmp_path / "fx"
+    dataset = build_fixture_dataset(root)
+    monkeypatch.setattr(fetch_module, "locate", lambda pin, **kw: root / "tasks.json")   # test double: tasks.json
+    pins, out = load_pins(fetch_module.PINS_PATH), tmp_path / "run"
+    videos = out / "edge" / "videos"
+    videos.mkdir(parents=True)
+    for task in load_tasks(root / "tasks.json")[:2]:   # the fixture's GT videos stand for the stored ones
+        shutil.copy(dataset / task.video_path, videos / f"{task.task_id}.mp4")
+
+    def video_lines(**options: str) -> list[str]:
+        cfg = get_recipe("paibench-c").config("Cosmos3-Nano", out_dir=out, limit=2, skip_generation=True,
+                                              options={"modalities": "edge", **options}, env={})
+        return [f"{f.ok} {f.line}" for f in fetch_module.doctor(cfg, pins) if f.check == "inputs"]
+
+    assert video_lines() == [f"True 2 of 2 edge videos found under {videos}, all decode with opencv"]
+    assert video_lines(decoder="pyav") == [f"True 2 of 2 edge videos found under {videos}, all decode with pyav"]
+    monkeypatch.setitem(sys.modules, "decord", None)   # test double: decord's import fails (as on aarch64)
+    (line,) = video_lines(decoder="decord")
+    assert line.startswith("False video decoder 'decord' is not available here") and "\n" not in line
+    assert line.endswith("choose another with -o decoder=<pyav, opencv>")
