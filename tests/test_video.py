@@ -690,29 +690,6 @@ def test_a_cut_box_at_the_end_of_moov_is_no_traceback_when_samples_lie_outside(m
     _assert_one_line_error(err.value, cut, "truncated: container declares 30 frames, holds 0")
 
 
-def test_an_edit_list_that_ends_early_counts_the_frames_shown(synthetic_frames, tmp_path: Path) -> None:
-    """FFmpeg's index leaves out the samples past an edit list's end (from the first keyframe after it: 9 of 30
-    here, keyframes every 4, no B-frames) and flags the first after it "discard": judged by it, the complete file
-    read "declares 30 frames, holds 21"; then it was refused as undecodable, though pyav and OpenCV read the 20
-    frames it shows. Decord shows 21: its read is refused."""
-    frames = synthetic_frames(30)
-    data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="4", bf="0").read_bytes())
-    assert video_info(tmp_path / "full.mp4").n_frames == 30
-    elst, _ = _box(bytes(data), b"moov", b"trak", b"edts", b"elst")
-    assert data[elst + 8:elst + 16] == _u32s(0, 1)   # version 0, one entry
-    data[elst + 16:elst + 20] = _u32s(2000)            # it shows 2 s (20 frames) of 3
-    short = tmp_path / "short.mp4"
-    short.write_bytes(data)
-    assert video_info(short).n_frames == 20
-    full = read_video(tmp_path / "full.mp4", backend="pyav").frames
-    for backend in ("pyav", "opencv"):
-        np.testing.assert_array_equal(read_video(short, backend=backend).frames, full[:20])
-    with pytest.raises(VideoError) as err:
-        read_video(short, backend="decord")
-    assert err.value.reason == ("undecodable: decord: counts the 1 of 21 samples the edit list discards, which pyav "
-                                "and OpenCV skip (20 frames)")
-
-
 def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames, tmp_path: Path) -> None:
     """What ``ffmpeg -ss 0.5 -i in.mp4 -c copy`` writes: the edit list starts after the first sample(s), which FFmpeg
     indexes flagged "discard" and pyav and OpenCV do not show. Counted, the file read 30 frames and both backends
@@ -744,31 +721,38 @@ def test_the_samples_before_an_edit_lists_start_are_not_counted(synthetic_frames
     np.testing.assert_array_equal(after_seek, full[20])
 
 
-def test_an_edit_list_ending_before_b_frames_is_refused_to_decord(synthetic_frames, tmp_path: Path) -> None:
-    """An edit list that ends mid-GOP in an H.264 with B-frames (x264 bf=3, keyframes every 12; it shows 1.25 s of
-    3): FFmpeg keeps the samples up to the next keyframe and flags the 12 past the end "discard". pyav and OpenCV
-    show frames 0-12; decord reads 25, frames 0-12 and then frame 12 again 12 times. Its read is refused."""
-    pytest.importorskip("decord")
+@pytest.mark.parametrize(("options", "shown", "read"),
+                         [({"g": "4", "bf": "0"}, 20, 21), ({"g": "12", "bf": "3"}, 13, 25)],
+                         ids=["no-b-frames", "b-frames"])
+def test_an_edit_list_that_ends_early_counts_the_frames_shown(synthetic_frames, tmp_path: Path, options: dict,
+                                                              shown: int, read: int) -> None:
+    """FFmpeg's index leaves out the samples of an edit list's end from the first keyframe after it, and flags those
+    before that keyframe "discard": with keyframes every 4 and no B-frames an edit of 2 s of 3 shows 20 frames, flags
+    1 and leaves out 9; in an x264 file with B-frames (bf=3, keyframes every 12) an edit of 1.3 s ending mid-GOP shows
+    13 and flags 12. Judged by the index, the first file read "declares 30 frames, holds 21"; then it was refused as
+    undecodable, though pyav and OpenCV read the frames it shows. Decord reads the flagged samples too, in order as
+    copies of the last frame shown: its read is refused."""
     frames = synthetic_frames(30)
-    data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, g="12", bf="3").read_bytes())
+    data = bytearray(_write_faststart_mp4(tmp_path / "full.mp4", frames, 10, **options).read_bytes())
+    assert video_info(tmp_path / "full.mp4").n_frames == 30
     elst, _ = _box(bytes(data), b"moov", b"trak", b"edts", b"elst")
-    assert data[elst + 8:elst + 16] == _u32s(0, 1)     # version 0, one entry
-    data[elst + 16:elst + 20] = _u32s(1250)             # its duration, in the movie's 1/1000 s
+    assert data[elst + 8:elst + 16] == _u32s(0, 1)   # version 0, one entry
+    data[elst + 16:elst + 20] = _u32s(shown * 100)     # its duration, in the movie's 1/1000 s (10 frames a second)
     short = tmp_path / "short.mp4"
     short.write_bytes(data)
-    assert video_info(short).n_frames == 13
+    assert video_info(short).n_frames == shown
     full = read_video(tmp_path / "full.mp4", backend="pyav").frames
     for backend in ("pyav", "opencv"):
-        np.testing.assert_array_equal(read_video(short, backend=backend).frames, full[:13])
-    import decord
-
+        np.testing.assert_array_equal(read_video(short, backend=backend).frames, full[:shown])
+    decord = pytest.importorskip("decord")
     reader = decord.VideoReader(str(short))
-    assert len(reader) == 25
-    np.testing.assert_array_equal(reader.get_batch(list(range(25))).asnumpy()[13:], full[[12] * 12])
+    assert len(reader) == read
+    past = reader.get_batch(list(range(read))).asnumpy()[shown:]   # read in order (a seek there reads others)
+    np.testing.assert_array_equal(past, full[[shown - 1] * (read - shown)])
     with pytest.raises(VideoError) as err:
         read_video(short, backend="decord")
-    assert err.value.reason == ("undecodable: decord: counts the 12 of 25 samples the edit list discards, which pyav "
-                                "and OpenCV skip (13 frames)")
+    assert err.value.reason == (f"undecodable: decord: counts the {read - shown} of {read} samples the edit list "
+                                f"discards, which pyav and OpenCV skip ({shown} frames)")
 
 
 def test_a_fragmented_mp4s_discarded_samples_are_not_counted(synthetic_frames, tmp_path: Path) -> None:
