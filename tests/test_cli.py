@@ -524,6 +524,40 @@ def test_ctrl_c_before_the_run_made_its_folder_says_nothing_was_written(tmp_path
                                            "same command to resume")
 
 
+INTERRUPT_ON_IMPORT = """
+import os, signal, sys
+
+
+class _Interrupt:   # Ctrl-C as the terminal sends it, the moment the CLI's import reaches typer
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+sys.meta_path.insert(0, _Interrupt())
+"""
+
+
+def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
+    """Ctrl-C in the first ~0.15 s of ``pinbench run`` (while pinbench.cli imports typer) printed a KeyboardInterrupt
+    traceback: now one line and exit 130, from ``python -m pinbench`` and the console script alike. The child sends
+    itself SIGINT at that import (a sitecustomize on PYTHONPATH), so no timing decides where it lands."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_ON_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    out = tmp_path / "run"
+    for command in ([sys.executable, "-m", "pinbench"], [str(Path(sys.executable).with_name("pinbench"))]):
+        done = subprocess.run([*command, "run", "dynamic-degree", "--fixture", "--out", str(out)], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert (done.returncode, done.stderr.splitlines()) == (130, [
+            "interrupted: nothing was written (pinbench was still starting); run the same command to start"]), command
+        assert not out.exists()
+
+
 def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--move-aside`` on every shard's command moved the directory aside once per shard: shard 1/2 took shard 0/2's
     records away with it and the merge found half the samples missing. A shard now moves only another run (another

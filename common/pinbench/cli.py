@@ -1353,7 +1353,8 @@ def _app_for(argv: Sequence[str]) -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry for the ``pinbench`` script, ``python -m pinbench`` and recipes' ``__main__`` modules.
+    """Entry for the ``pinbench`` script and ``python -m pinbench`` (``pinbench.__main__.start`` imports this
+    module, then calls it) and for recipes' ``__main__`` modules.
 
     Errors about inputs (bad files, unfetched weights, refused references) end in one redacted line
     and exit 2; set PINBENCH_DEBUG=1 for the traceback.
