@@ -558,6 +558,35 @@ def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
         assert not out.exists()
 
 
+def test_ctrl_c_while_another_process_holds_the_run_says_this_one_kept_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C before the claim, while another live process held the same run, said "the samples finished so far are
+    kept in OUT; run the same command to resume": this process kept nothing, and the same command is refused while
+    the other one runs. The other process is this test's parent, named in a lock written as a claim writes it."""
+    import os
+    import socket
+
+    from pinbench.core.rundir import LOCK_DIR, lock_name
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)]).exit_code == 0
+    (out / LOCK_DIR / f"{lock_name(None)}.lock").write_text(json.dumps(
+        {"pid": os.getppid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00Z", "shard": None,
+         "token": "another", "argv": ["pinbench", "run"]}))
+
+    def interrupted(cfg: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_check_sample_cache", interrupted)
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == (
+        f"interrupted: nothing was written by this process ({out} in use: this run is already running: pid "
+        f"{os.getppid()} on {socket.gethostname()} since 2026-01-01T00:00:00Z (unsharded: pinbench run)); run the "
+        "same command once that one ends")
+
+
 def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--move-aside`` on every shard's command moved the directory aside once per shard: shard 1/2 took shard 0/2's
     records away with it and the merge found half the samples missing. A shard now moves only another run (another

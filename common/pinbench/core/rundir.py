@@ -525,6 +525,17 @@ def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list
     return found
 
 
+def claim_conflict(cfg: RunConfig) -> str | None:
+    """Why another live process keeps this run from claiming ``cfg.out_dir`` now (what the claim would refuse), or
+    None; changes nothing. A stopped run asks it: then its own claim, if it made one, is already released."""
+    lock_dir = Path(cfg.out_dir) / LOCK_DIR
+    if not lock_dir.is_dir():
+        return None
+    others = {name: (path, holder) for name, (path, holder) in _live_locks(lock_dir, take_over=False).items()
+              if holder is None or not _ours(holder, os.environ)}
+    return _conflict(lock_name(cfg.shard), cfg.shard, others)
+
+
 def _names_this_process(holder: Mapping[str, Any]) -> bool:
     return holder.get("pid") == os.getpid() and holder.get("host") == socket.gethostname()
 
