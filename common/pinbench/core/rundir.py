@@ -279,12 +279,14 @@ def _read_input_files(out_dir: Path) -> dict[str, tuple[str, dict[str, int]]]:
 
 def not_a_run_directory(out_dir: Path) -> str | None:
     """The one line ``pinbench status`` and ``pinbench check`` both say of a folder no run claimed, wrote a manifest
-    or scorecard in, or submitted to; None for a run directory (one whose manifest is corrupt included: the reader
-    of its manifests names that)."""
+    or scorecard in, or submitted to; None for a run directory (one whose manifest or submissions file is corrupt
+    included: their readers name that). A submissions file of blank lines, or none, records no submission: it made
+    a run that status showed as 0 tasks and check as a missing scorecard."""
     if not out_dir.is_dir():
         return f"{out_dir}: not a run directory (no such directory, or not a directory)"
+    submissions = out_dir / SLURM_DIR / SUBMISSIONS
     if ((out_dir / "scorecard.json").is_file() or (out_dir / IDENTITY_FILE).is_file()
-            or os.path.lexists(out_dir / SLURM_DIR / SUBMISSIONS)):
+            or (os.path.lexists(submissions) and ((text := read_regular_text(submissions)) is None or text.strip()))):
         return None
     try:
         if read_manifests(out_dir):
