@@ -371,6 +371,12 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
         (tmp_path / "empty").mkdir(exist_ok=True)
     empty = tmp_path / "empty"
     assert str(status.value) == f"{empty}: not a run directory (no shard manifests, submissions or scorecard)"
+    (empty / "slurm").mkdir()
+    for text in ("", "\n  \n"):   # a record file holding no submission: status showed a run of 0 tasks, check
+        (empty / "slurm" / "submissions.jsonl").write_text(text)   # a missing scorecard
+        with pytest.raises(ValueError) as again:
+            run_status(empty, ask_slurm=False)
+        assert str(again.value) == str(status.value) and check_run(empty).problems == [str(status.value)]
     (empty / "pinbench-run.json").write_text("{}")   # claimed by a run: its scorecard is awaited
     assert check_run(empty).problems[0].startswith(f"{empty / 'scorecard.json'}: file not found")
 

@@ -524,6 +524,69 @@ def test_ctrl_c_before_the_run_made_its_folder_says_nothing_was_written(tmp_path
                                            "same command to resume")
 
 
+INTERRUPT_ON_IMPORT = """
+import os, signal, sys
+
+
+class _Interrupt:   # Ctrl-C as the terminal sends it, the moment the CLI's import reaches typer
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+sys.meta_path.insert(0, _Interrupt())
+"""
+
+
+def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
+    """Ctrl-C in the first ~0.15 s of ``pinbench run`` (while pinbench.cli imports typer) printed a KeyboardInterrupt
+    traceback: now one line and exit 130, from ``python -m pinbench`` and the console script alike. The child sends
+    itself SIGINT at that import (a sitecustomize on PYTHONPATH), so no timing decides where it lands."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_ON_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    out = tmp_path / "run"
+    for command in ([sys.executable, "-m", "pinbench"], [str(Path(sys.executable).with_name("pinbench"))]):
+        done = subprocess.run([*command, "run", "dynamic-degree", "--fixture", "--out", str(out)], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert (done.returncode, done.stderr.splitlines()) == (130, [
+            "interrupted: nothing was written (pinbench was still starting); run the same command to start"]), command
+        assert not out.exists()
+
+
+def test_ctrl_c_while_another_process_holds_the_run_says_this_one_kept_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C before the claim, while another live process held the same run, said "the samples finished so far are
+    kept in OUT; run the same command to resume": this process kept nothing, and the same command is refused while
+    the other one runs. The other process is this test's parent, named in a lock written as a claim writes it."""
+    import os
+    import socket
+
+    from pinbench.core.rundir import LOCK_DIR, lock_name
+
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    assert runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)]).exit_code == 0
+    (out / LOCK_DIR / f"{lock_name(None)}.lock").write_text(json.dumps(
+        {"pid": os.getppid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00Z", "shard": None,
+         "token": "another", "argv": ["pinbench", "run"]}))
+
+    def interrupted(cfg: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_check_sample_cache", interrupted)
+    result = runner.invoke(cli.app, ["run", "dynamic-degree", "--fixture", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert result.output.splitlines()[-1] == (
+        f"interrupted: nothing was written by this process ({out} in use: this run is already running: pid "
+        f"{os.getppid()} on {socket.gethostname()} since 2026-01-01T00:00:00Z (unsharded: pinbench run)); run the "
+        "same command once that one ends")
+
+
 def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--move-aside`` on every shard's command moved the directory aside once per shard: shard 1/2 took shard 0/2's
     records away with it and the merge found half the samples missing. A shard now moves only another run (another

@@ -87,6 +87,26 @@ def test_status_counts_done_failed_and_pending_per_shard(tmp_path: Path) -> None
     assert "scorecard  not written yet" in text
 
 
+def test_a_folder_of_manifests_alone_has_them_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no scorecard, identity file or submissions, the check that the folder is a run directory read every
+    shard manifest, and the status read them all again. Counted with a counting test double of ``read_manifests``
+    put where both read it."""
+    from pinbench.core import rundir
+    from pinbench.ops import status as status_module
+
+    _layout(tmp_path)
+    reads = []
+
+    def counting_read_manifests(out_dir: Path) -> list:   # test double: the real reader, counted
+        reads.append(out_dir)
+        return read_manifests(out_dir)
+
+    monkeypatch.setattr(rundir, "read_manifests", counting_read_manifests)
+    monkeypatch.setattr(status_module, "read_manifests", counting_read_manifests)
+    assert run_status(tmp_path, ask_slurm=False).counts == {"done": 5, "failed": 1, "missing": 0, "pending": 1}
+    assert reads == [tmp_path]
+
+
 def test_a_run_whose_shards_all_finished_without_a_scorecard_says_how_to_write_it(tmp_path: Path) -> None:
     """--skip-scoring or every shard done: "not written yet" alone left the reader waiting for nothing."""
     from pinbench.ops.status import RunStatus, ShardStatus

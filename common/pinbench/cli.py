@@ -112,12 +112,16 @@ def _stopped_saying(kept: Callable[[], str]) -> Iterator[None]:
 def _run_kept(cfg: RunConfig) -> str:
     """What a stopped run leaves: its finished samples, or nothing where it stopped before making its ``--out`` or
     before that folder held this run (the line said samples were kept in a folder that did not exist, or in an empty
-    one, or in another recipe's run, which the same command then refused)."""
-    from pinbench.core.rundir import holds_run
+    one, or in another recipe's run, which the same command then refused), or while another process held this run
+    (the line said this one kept samples and could resume: it never claimed the folder, and is refused until then)."""
+    from pinbench.core.rundir import claim_conflict, holds_run
 
     out = cfg.out_dir
     if not out.exists():
         return f"nothing was written ({out} not made yet); run the same command to start"
+    if conflict := claim_conflict(cfg):
+        return (f"nothing was written by this process ({out} in use: {conflict}); run the same command once that one "
+                "ends")
     if not holds_run(out, cfg):
         return f"nothing was written ({out} holds no run of this recipe, checkpoint, mode and inputs)"
     return f"the samples finished so far are kept in {out}; run the same command to resume"
@@ -1353,7 +1357,8 @@ def _app_for(argv: Sequence[str]) -> typer.Typer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry for the ``pinbench`` script, ``python -m pinbench`` and recipes' ``__main__`` modules.
+    """Entry for the ``pinbench`` script and ``python -m pinbench`` (``pinbench.__main__.start`` imports this
+    module, then calls it) and for recipes' ``__main__`` modules.
 
     Errors about inputs (bad files, unfetched weights, refused references) end in one redacted line
     and exit 2; set PINBENCH_DEBUG=1 for the traceback.

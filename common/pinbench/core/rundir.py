@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -66,7 +66,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.fixture_data import FIXTURE_DIR
 from pinbench.core.provenance import REDACTED, holds_secret, redact
-from pinbench.core.shard_manifest import manifest_path, read_manifests
+from pinbench.core.shard_manifest import ShardManifest, manifest_path, read_manifests
 from pinbench.core.store import SAMPLES_DIR, log_name, store_folders
 
 if TYPE_CHECKING:
@@ -277,17 +277,20 @@ def _read_input_files(out_dir: Path) -> dict[str, tuple[str, dict[str, int]]]:
     return listed
 
 
-def not_a_run_directory(out_dir: Path) -> str | None:
+def not_a_run_directory(out_dir: Path, read: Callable[[Path], list[ShardManifest]] | None = None) -> str | None:
     """The one line ``pinbench status`` and ``pinbench check`` both say of a folder no run claimed, wrote a manifest
-    or scorecard in, or submitted to; None for a run directory (one whose manifest is corrupt included: the reader
-    of its manifests names that)."""
+    or scorecard in, or submitted to; None for a run directory (one whose manifest or submissions file is corrupt
+    included: their readers name that). A submissions file of blank lines, or none, records no submission: it made
+    a run that status showed as 0 tasks and check as a missing scorecard. ``read``: how to read the manifests (a
+    caller that reads them next passes a cached reader, so they are read once)."""
     if not out_dir.is_dir():
         return f"{out_dir}: not a run directory (no such directory, or not a directory)"
+    submissions = out_dir / SLURM_DIR / SUBMISSIONS
     if ((out_dir / "scorecard.json").is_file() or (out_dir / IDENTITY_FILE).is_file()
-            or os.path.lexists(out_dir / SLURM_DIR / SUBMISSIONS)):
+            or (os.path.lexists(submissions) and ((text := read_regular_text(submissions)) is None or text.strip()))):
         return None
     try:
-        if read_manifests(out_dir):
+        if (read or read_manifests)(out_dir):
             return None
     except ValueError:
         return None
@@ -523,6 +526,17 @@ def other_live_runs(out_dir: Path, env: Mapping[str, str] | None = None) -> list
         elif not _ours(holder, env):
             found.append(_holder_text(holder))
     return found
+
+
+def claim_conflict(cfg: RunConfig) -> str | None:
+    """Why another live process keeps this run from claiming ``cfg.out_dir`` now (what the claim would refuse), or
+    None; changes nothing. A stopped run asks it: then its own claim, if it made one, is already released."""
+    lock_dir = Path(cfg.out_dir) / LOCK_DIR
+    if not lock_dir.is_dir():
+        return None
+    others = {name: (path, holder) for name, (path, holder) in _live_locks(lock_dir, take_over=False).items()
+              if holder is None or not _ours(holder, os.environ)}
+    return _conflict(lock_name(cfg.shard), cfg.shard, others)
 
 
 def _names_this_process(holder: Mapping[str, Any]) -> bool:

@@ -137,11 +137,12 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
     """The status of a run directory; ValueError (one line) when it is not one. ``asked``: what Slurm just said of
     the last submission's jobs (``_slurm_states``), taken instead of asking again."""
     out_dir = Path(out_dir)
-    problem = not_a_run_directory(out_dir)   # a run claimed it (IDENTITY_FILE): before its first manifest
+    read_once = functools.cache(read_manifests)   # the check reads them where nothing else makes it a run directory
+    problem = not_a_run_directory(out_dir, read_once)   # a run claimed it (IDENTITY_FILE): before its first manifest
     if problem:
         raise ValueError(problem)
     submission = last_submission(out_dir)
-    manifests = read_manifests(out_dir)
+    manifests = read_once(out_dir)
     count = submission.shards if submission else (manifests[-1].count if manifests else 1)
     layout = [m for m in manifests if m.count == count]
     step_dir = layout[-1].path.parent if layout else None  # the step that ran in this layout most recently
