@@ -994,6 +994,8 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     # the token scheme (GitHub's API of a 40-hex token, Django REST framework's Token): written whole (review55)
     ("-H 'Authorization: token 0123456789abcdef0123456789abcdef01234567'", "-H 'Authorization: token ***'"),
     ('{"Authorization": "Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"}', '{"Authorization": "Token ***"}'),
+    ("AUTHORIZATION: BEARER abc123def456 authorization: basic dXNlcjpwYXNz Authorization:Bearer x.y",
+     "AUTHORIZATION: BEARER *** authorization: basic *** Authorization:Bearer ***"),   # sought where each name is
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
