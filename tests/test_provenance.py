@@ -350,14 +350,16 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
     obj = {
         "cmd": ["run", "--token", FAKE_TOKEN],
         "nested": {"hf_token": "whatever", "api_key": "k-123", "Password": "p", "tokenizer": "t5",
-                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "pp"},
+                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "pp",
+                   "accessToken": "abc", "clientSecret": "plain", "maxTokens": 5, "tokenizerPath": "t5"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
     assert scrub(obj) == {
         "cmd": ["run", "--token", "***"],
         "nested": {"hf_token": "***", "api_key": "***", "Password": "***", "tokenizer": "t5",
-                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "***"},
+                   "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "***",
+                   "accessToken": "***", "clientSecret": "***", "maxTokens": 5, "tokenizerPath": "t5"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -762,6 +764,9 @@ URL_USERINFO_BOUNDS = [  # (text, what redact makes of it): over-hidden in sessi
      f'{{"a":"docker://ubuntu:22.04@{DIGEST}","b":"me@example.org"}}'),
     ('https://u:pa"ss@host', "https://u:***@host"),   # a raw '"' in a password: no JSON string's end before an '@'
     ('{"a":"https://u:pa\\"ss@h","b":"me@x.org"}', '{"a":"https://u:***@h","b":"me@x.org"}'),   # an escaped '"'
+    ('https://u:p@ss"w@host x@y', "https://u:***@host x@y"),   # a raw '"' that ends no string: '@' both sides of it
+    ('{"a":"https://u:p@h","b":"x"} me@x.org', '{"a":"https://u:***@h","b":"x"} me@x.org'),
+    ('a="https://u:p@h";b="x@y"', 'a="https://u:***@h";b="x@y"'),   # a '"' before no word character ends it
 ]
 
 
@@ -779,7 +784,7 @@ def test_hostile_lines_of_quotes_and_image_digests_are_redacted_in_linear_time()
     h = "'ab12' * 16"
     assert _hidden_counts(f"['a://b:c\"' * 12500 + '@', 'a://b:c' + ('@sha256:' + {h} + '/') * 1400 + ' ', "
                           f"('a://b:1.0@sha256:' + {h} + ',') * 1200, 'a://b:c@\"' * 11200, "
-                          "'a://b:' + '\\\\\"' * 50000 + '@']") == [1, 0, 0, 11200, 1]
+                          "'a://b:' + '\\\\\"' * 50000 + '@', 'a://b:c@\",' * 10000]") == [1, 0, 0, 1, 1, 10000]
 
 
 def _hidden_counts(lines: str) -> list[int]:
@@ -994,13 +999,27 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     # the token scheme (GitHub's API of a 40-hex token, Django REST framework's Token): written whole (review55)
     ("-H 'Authorization: token 0123456789abcdef0123456789abcdef01234567'", "-H 'Authorization: token ***'"),
     ('{"Authorization": "Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"}', '{"Authorization": "Token ***"}'),
+    ("Authorization: token 0123abcd4567", "Authorization: token ***"),
+    ("AUTHORIZATION: BEARER abc123def456 authorization: basic dXNlcjpwYXNz Authorization:Bearer x.y",
+     "AUTHORIZATION: BEARER *** authorization: basic *** Authorization:Bearer ***"),   # sought where each name is
+    # session 55: only a whole placeholder is none; camelCase names; a ',' before a name= ends the value
+    ("password=<x9Kd!>zz", "password=***"), ("password={Secr3tPass x", "password=*** x"),
+    ("token=${x}rest1", "token=***"), ("password=[abc]defg1", "password=***"),
+    ("accessToken=abc123def", "accessToken=***"), ("apiKey: zzzsecretvalue1", "apiKey: ***"),
+    ("clientSecret=abcdefgh hfToken: abc123def", "clientSecret=*** hfToken: ***"),
+    ("token=abc123XYZ,user=bob", "token=***,user=bob"), ("password=ab,cdefgh", "password=***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
                    "pad_token: <pad> api_key: plain words follow", "password: 123456",
                    # placeholders and reprs (session 54's review: each was hidden)
                    "pad_token=<|endoftext|> token: [MASK] token: {token} password=$PASSWORD",
-                   "secret_key: ${SECRET_KEY} token=%(tok)s1", "Basic auth is on, Authorization: Bearer"]
+                   "secret_key: ${SECRET_KEY} token=%(tok)s1", "Basic auth is on, Authorization: Bearer",
+                   # session 55: a whole placeholder with spaces or before a field's end, an English word after the
+                   # token scheme, names that only hold a secret's word in camelCase
+                   "password=<your password here> pad_token=<|endoftext|>, x", '{"token": "{token}"}',
+                   "Authorization: token expired", "Authorization: Token invalid",
+                   "tokenizer=llamatok max_tokens=2048 num_tokens: 77 maxTokens=abcdefgh numTokens: 77"]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)
@@ -1018,7 +1037,9 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
     assert _hidden_counts("['token' * 20000, 'password' + ' ' * 100000, 'api_key' + ' ' * 50000 + ':' + ' ' * 50000, "
                           "'token=abcdefgh ' * 6700, 'api_key: abcdefgh ' * 5600, 'password=' + 'a1' * 50000, "
                           "'token=\"' + 'a' * 100000 + ' x', 'key:' * 25000, 'password=' + '&a' * 50000, "
-                          "'password=&' + 'a' * 100000 + '&x=1']") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1]
+                          "'password=&' + 'a' * 100000 + '&x=1', 'password=<' + 'a ' * 50000, 'token=${' * 12500, "
+                          "'token=ab1cd2,' * 7700, 'Authorization: token ' + 'a' * 100000]") == \
+        [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 0]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:

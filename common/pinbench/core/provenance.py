@@ -56,23 +56,23 @@ def _starts(first: str, word: str) -> str:
 # Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
 # such as hf_hub_download or hf_transfer intact.
 _HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
-# A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the
-# scorecard, generator.json and the report whole. The user name runs to the first ':' or '@'; after a ':' the
-# password runs to the URL's last '@' (its run of non-space), so that one holding an unencoded '/', '?', '#' or '@'
-# is hidden whole (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"); in JSON text to
-# the last '@' before its string's unescaped '"' (one holding none: the run's), and an '@' starting an image digest
-# (img:22.04@sha256:...) ends no password. A ':' and one
-# to five digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...; a password
-# of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own first
-# one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON escapes
-# it (https:\/\/u:p@host). No user info holds a '[': http://[::1]:8080/users/@me names an IPv6 host (its ':'
+# A URL's user info (https://user:PASSWORD@host/...): an endpoint given as a -g value or option reached the scorecard,
+# generator.json and the report whole. The user name runs to the first ':' or '@'; after a ':' the password runs to the
+# URL's last '@' (its run of non-space), so that one holding an unencoded '/', '?', '#' or '@' is hidden whole
+# (postgres://u:pa/ss?w#rd@host showed "ss?w#rd"; https://u:p@ss@host showed "ss"); in JSON text to the last '@' before
+# its string's unescaped '"' (one holding none: the run's; a '"' before a letter or digit ends no string:
+# https://u:p@ss"w@host showed 'ss"w'), and an '@' starting an image digest (img:22.04@sha256:...) ends no password. A
+# ':' and one to five digits before a '/', '?' or '#' is a port, no password (docker://registry:5000/img@sha256:...; a
+# password of six digits or more before a '/' was shown). A scheme starts after no scheme character, whatever its own
+# first one (1.https://, -https://, an empty or non-ASCII scheme's :// showed theirs), and "://" may stand as JSON
+# escapes it (https:\/\/u:p@host). No user info holds a '[': http://[::1]:8080/users/@me names an IPv6 host (its ':'
 # read as a password's showed "http://[:***@me"). The user name is hidden only when it has a token's shape
 # (``_token_shaped``, https://TOKEN@host as GitHub and GitLab accept; TOKEN:x-oauth-basic too).
 _HEX_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[a-f])[0-9a-f]{32,}")
 _URL_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z0-9+.-]*:(?://|\\/\\/))([^\s/?#@:\[]*)(?=[:@])")
 _URL_PORT = re.compile(r":[0-9]{1,5}\\?[/?#]")
 _NON_SPACE = re.compile(r"\S*")
-_IN_STRING = re.compile(r'(?:[^\s"\\]|\\\S)*')   # to a run's end or an unescaped '"' (a JSON string's end)
+_IN_STRING = re.compile(r'(?:[^\s"\\]|\\\S|"(?=[A-Za-z0-9]))*')   # to a run's end or a JSON string's end
 _DIGEST = re.compile(r"sha(?:256:[0-9a-f]{64}|512:[0-9a-f]{128})(?![0-9A-Za-z])")
 # Other services' tokens by their published shapes: GitHub (ghp_/gho_/ghs_/ghu_, github_pat_), GitLab (glpat-),
 # OpenAI/Anthropic-style sk- keys, AWS access key ids (AKIA; ASIA of temporary credentials) and Slack tokens
@@ -95,21 +95,31 @@ _SERVICE_TOKEN = re.compile(
 # before its END line loses the base64 run after BEGIN. A PuTTY key's (PuTTY-User-Key-File-2: or -3:) Private-Lines body
 # and Private-MAC value, each line ending at a real or escaped line break; its public lines stay. An Authorization
 # header's Bearer, Basic or token credential (RFC 6750's b64token characters; token: GitHub's API, Django REST
-# framework), as a generator logs it (curl -H, a requests headers dict, JSON): it was written whole.
-_KEYED_SECRET = re.compile(r"(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
+# framework), as a generator logs it (curl -H, a requests headers dict, JSON): it was written whole. A Bearer or Basic
+# scheme is followed by its credential (Basic dXNlcjpwYXNz, base64 of user:pass, holds no digit); a token one only
+# when it looks like one, as a free-text value after ':' must: six characters or more mixing digits and letters
+# (Authorization: token expired hid 'expired'; GitHub's and Django's keys are hex). The header is sought only where
+# str.find finds its name (``_hide_authorization``), and the other alternatives are tried only at a first character
+# of theirs: one Authorization header in a 1 MB training log ran them all over the log, 74-102 ms for that step; 0.7 ms
+# now, beside the 6 ms of the hint's scan (by hand).
+_KEYED_SECRET = re.compile(r"(?=[h?&AaSsP])"
+                           r"(?:(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
                            r"|([?&]sig=)[^&\s\"'#\\]+"
                            r"|(" + _starts("AaSs", "A-Za-z0-9")
                            + r"(?:[Aa]ccount[Kk]ey|ACCOUNTKEY|[Ss]hared[Aa]ccess(?:[Kk]ey|[Ss]ignature)"
                            r"|SHAREDACCESS(?:KEY|SIGNATURE))=)[^;\s\"'\\]+"
                            r"|(Private-Lines:[ \t]*[0-9]+)(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=:-]))+"
-                           r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+"
-                           r"|((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
-                           r"(?:[Bb]earer|BEARER|[Bb]asic|BASIC|[Tt]oken|TOKEN)[ \t]+)[A-Za-z0-9._~+/-]+=*")
+                           r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+)")
+_AUTHORIZATION = re.compile(r"((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+                           r"(?:(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+|(?:[Tt]oken|TOKEN)[ \t]+"
+                           r"(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})))"
+                           r"[A-Za-z0-9._~+/-]+=*")
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
-                         r"|PuTTY-User-Key-File-|uthorization|UTHORIZATION")
+                         r"|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
-# private key or a ``_KEYED_SECRET``'s key
+# private key, a ``_KEYED_SECRET``'s key or an Authorization header's name
 _SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|xapp-|PRIVATE KEY|"
+                        r"uthorization|UTHORIZATION|"
                         + _KEYED_HINT.pattern)
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -141,19 +151,24 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
 # A value after a name whose last word is a secret's (``_ends_secret``: password=V, api_key: V, "hf_token": "V",
 # MY_TOKEN=V) in free text a generator prints: no variable or option declared it. Its name may follow a JSON escape
-# (\npassword=V); between name and value a quote (escaped in JSON text), spaces, one ':' or '=', spaces, a quote.
-# The value is one word of six characters or more (true, none, >- and short words stay; to an '&' a name= follows: a
-# URL's query; password=ab&cdefgh was shown whole, Tr0ub4dor&3 its '&3'; one not in single quotes holds a "'"
-# inside it: p@ss'word was shown whole), no number (a count); a quoted one ends at
-# its quote or line (a quoted phrase is prose: HF_TOKEN: "Hugging Face ..."), an unquoted one after ':' ends its line,
-# string or field, or mixes digits and letters (api_key: V as a log's last word, token: q1w2e3 and more; not HF_TOKEN:
-# Hugging Face token). One starting with '<', '[' or '{', or that is a variable ($NAME, ${...}, %(name)s), is a
-# placeholder or a repr, no value (pad_token=<|endoftext|>, token: [MASK], password=$PASSWORD, token: {token}).
-_NAMED_VALUE = re.compile(_starts("tTsSpPcCaA", "A-Za-z0-9") + r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?"
+# (\npassword=V), or a lower-case letter as camelCase's last word (accessToken=V, clientSecret=V: shown whole; a name
+# only holding the word stays: maxTokens=, tokenizer=); between name and value a quote (escaped in JSON text), spaces,
+# one ':' or '=', spaces, a quote. The value is one word of six characters or more (true, none, >- and short words stay;
+# to an '&' or ',' a name= follows: a URL's query, token=V,user=bob hid ',user=bob'; password=ab&cdefgh was shown whole,
+# Tr0ub4dor&3 its '&3'; one not in single quotes holds a "'" inside it: p@ss'word was shown whole), no number (a count);
+# a quoted one ends at its quote or line (a quoted phrase is prose: HF_TOKEN: "Hugging Face ..."), an unquoted one after
+# ':' ends its line, string or field, or mixes digits and letters (api_key: V as a log's last word, token: q1w2e3 and
+# more; not HF_TOKEN: Hugging Face token). One that is a whole placeholder or repr (<...>, [...], {...}, ${...} to the
+# value's end) or a variable ($NAME, %(name)s) is no value (pad_token=<|endoftext|>, token: [MASK], password=$PASSWORD,
+# token: {token}); one only starting like one is (password=<x9Kd!>zz, password={Secr3tPass, token=${x}rest1 were shown
+# whole).
+_NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9") + r"|(?<=[a-z])(?=[TSPCA]))"
+                          r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?"
                           r"|apikey|(?:api|access|private|secret)[_.-]?key)"
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
-                          r"(?![<\[{]|\$\{|%\(|\$[A-Z_][A-Z0-9_]*(?![^\s\"'\\&,;}\]]))"
-                          r"((?:[^\s\"'\\&]|\\[^\s\"'nrtbfu]|&(?![^\s\"'\\&=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
+                          r"(?!%\(|(?:<[^<>\r\n\"']*>|\[[^\[\]\r\n\"']*\]|\$?\{[^{}\r\n\"']*\}|\$[A-Z_][A-Z0-9_]*)"
+                          r"(?![^\s\"'\\&,;}\]]))"
+                          r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
@@ -346,20 +361,36 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
         text = _hide_private_keys(text)
     if _KEYED_HINT.search(text):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
+    if "uthorization" in text or "UTHORIZATION" in text:
+        text = _hide_authorization(text)
     lowered = text.lower()
     if "ecret" in lowered:   # 8 us on a 10 kB text, a regex's hint ~60 us
-        text = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
+        shown = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
+        if shown != text:
+            text, lowered = shown, shown.lower()
     if _may_name_a_secret(lowered):
-        text = _hide_named_values(text)
+        text = _hide_named_values(text, lowered)
     if "AKIA" in text or "ASIA" in text:
         text = _AWS_SECRET_NEAR_ID.sub(lambda m: (m.group(1) or "") + REDACTED, text)
     text = _SERVICE_TOKEN.sub(REDACTED, _HF_TOKEN.sub(REDACTED, text))
     return _hide_url_userinfo(text) if _may_hold_url_userinfo(text) else text
 
 
-def _hide_named_values(text: str) -> str:
+def _hide_authorization(text: str) -> str:
+    """``text`` with each ``_AUTHORIZATION`` header's credential hidden, the header sought where its name is."""
+    parts, done = [], 0
+    for at in sorted([*_occurrences(text, "uthorization"), *_occurrences(text, "UTHORIZATION")]):
+        match = _AUTHORIZATION.match(text, at - 1) if at > done else None
+        if match:
+            parts += [text[done:match.end(1)], REDACTED]
+            done = match.end()
+    return "".join([*parts, text[done:]])
+
+
+def _hide_named_values(text: str, lowered: str) -> str:
     """``text`` with each ``_NAMED_VALUE``'s value hidden, but a number's, or one that does not end where a value
-    must (its quote; after ':' its line, string or field)."""
+    must (its quote; after ':' its line, string or field). ``lowered`` is ``text.lower()``, which the caller has
+    (lowering a 1 MB log twice cost ~5 ms)."""
     def hidden(match: re.Match[str]) -> str:
         quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
         if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
@@ -369,7 +400,6 @@ def _hide_named_values(text: str) -> str:
         if not ends or _number(value):
             return match.group(0)
         return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
-    lowered = text.lower()
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
         return _NAMED_VALUE.sub(hidden, text)
     starts = sorted({at - back for needle in _SECRET_FIELD_NEEDLES for at in _occurrences(lowered, needle)
@@ -485,7 +515,10 @@ def _may_match(text: str) -> bool:
 def _holds_named_value(text: str) -> bool:
     """Whether ``_hide_named_values`` would change ``text``; none without a ':' or '=' (a sample id: lowering
     t2v-0001 and seeking the names' words took _may_match from 0.23 to 1.4 us)."""
-    return (":" in text or "=" in text) and _may_name_a_secret(text.lower()) and _hide_named_values(text) != text
+    if ":" not in text and "=" not in text:
+        return False
+    lowered = text.lower()
+    return _may_name_a_secret(lowered) and _hide_named_values(text, lowered) != text
 
 
 # Terminal colour codes: what a process printed, kept in one line that a record or the console shows, loses them
@@ -590,8 +623,13 @@ def is_secret_field(name: str) -> bool:
 
 
 def _words(name: str) -> list[str]:
-    """``name``'s words, lower-cased, as the secret-name checks of fields and flags read it."""
-    return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
+    """``name``'s words, lower-cased, as the secret-name checks of fields and flags read it; a camelCase name's too
+    (accessToken, clientSecret: a JSON field of either kept its value, as free text's ``_NAMED_VALUE`` reads them)."""
+    return [p for p in _WORD_BREAK.split(_CAMEL_BREAK.sub("_", name).lower()) if p]
+
+
+_WORD_BREAK = re.compile(r"[^a-z0-9]+")
+_CAMEL_BREAK = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 
 def scrub(obj: Any) -> Any:
