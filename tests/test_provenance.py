@@ -351,7 +351,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
         "cmd": ["run", "--token", FAKE_TOKEN],
         "nested": {"hf_token": "whatever", "api_key": "k-123", "Password": "p", "tokenizer": "t5",
                    "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "pp",
-                   "accessToken": "abc", "clientSecret": "plain", "maxTokens": 5, "tokenizerPath": "t5"},
+                   "accessToken": "abc", "clientSecret": "plain", "maxTokens": 5, "tokenizerPath": "t5",
+                   "HFToken": "abc", "OpenAIApiKey": "k", "S3SecretKey": "s", "BOSTokenizer": "b"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
@@ -359,7 +360,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
         "cmd": ["run", "--token", "***"],
         "nested": {"hf_token": "***", "api_key": "***", "Password": "***", "tokenizer": "t5",
                    "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "***",
-                   "accessToken": "***", "clientSecret": "***", "maxTokens": 5, "tokenizerPath": "t5"},
+                   "accessToken": "***", "clientSecret": "***", "maxTokens": 5, "tokenizerPath": "t5",
+                   "HFToken": "***", "OpenAIApiKey": "***", "S3SecretKey": "***", "BOSTokenizer": "b"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -1008,6 +1010,9 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ("accessToken=abc123def", "accessToken=***"), ("apiKey: zzzsecretvalue1", "apiKey: ***"),
     ("clientSecret=abcdefgh hfToken: abc123def", "clientSecret=*** hfToken: ***"),
     ("token=abc123XYZ,user=bob", "token=***,user=bob"), ("password=ab,cdefgh", "password=***"),
+    # review56: a camelCase name after an acronym or a digit (HFToken, OpenAIApiKey, S3SecretKey: shown whole)
+    ("HFToken=abc123def OpenAIApiKey: zzzsecretvalue1", "HFToken=*** OpenAIApiKey: ***"),
+    ("S3SecretKey=abcdefgh1", "S3SecretKey=***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -1019,7 +1024,9 @@ NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TO
                    # token scheme, names that only hold a secret's word in camelCase
                    "password=<your password here> pad_token=<|endoftext|>, x", '{"token": "{token}"}',
                    "Authorization: token expired", "Authorization: Token invalid",
-                   "tokenizer=llamatok max_tokens=2048 num_tokens: 77 maxTokens=abcdefgh numTokens: 77"]
+                   "tokenizer=llamatok max_tokens=2048 num_tokens: 77 maxTokens=abcdefgh numTokens: 77",
+                   # review56: a placeholder in single quotes (a tokenizer's special_tokens_map as Python prints it)
+                   "unk_token='<unk>' mask_token='[MASK]' {'token': '[MASK]'} password='${PASSWORD}', x"]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)
@@ -1038,8 +1045,9 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
                           "'token=abcdefgh ' * 6700, 'api_key: abcdefgh ' * 5600, 'password=' + 'a1' * 50000, "
                           "'token=\"' + 'a' * 100000 + ' x', 'key:' * 25000, 'password=' + '&a' * 50000, "
                           "'password=&' + 'a' * 100000 + '&x=1', 'password=<' + 'a ' * 50000, 'token=${' * 12500, "
-                          "'token=ab1cd2,' * 7700, 'Authorization: token ' + 'a' * 100000]") == \
-        [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 0]
+                          "'token=ab1cd2,' * 7700, 'Authorization: token ' + 'a' * 100000, "
+                          "\"token='<\" + 'a' * 100000, \"token='\" + \"<a>'\" * 25000, 'HFToken=' * 12500, "
+                          "'1Secret=' * 12500]") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 0, 1, 1, 1, 1]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:

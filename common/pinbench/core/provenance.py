@@ -151,7 +151,8 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
 # A value after a name whose last word is a secret's (``_ends_secret``: password=V, api_key: V, "hf_token": "V",
 # MY_TOKEN=V) in free text a generator prints: no variable or option declared it. Its name may follow a JSON escape
-# (\npassword=V), or a lower-case letter as camelCase's last word (accessToken=V, clientSecret=V: shown whole; a name
+# (\npassword=V), or a lower-case letter or digit as camelCase's last word (accessToken=V, clientSecret=V: shown whole;
+# HFToken=V and OpenAIApiKey=V after an acronym too, as S3SecretKey=V after a digit: shown whole after review55; a name
 # only holding the word stays: maxTokens=, tokenizer=); between name and value a quote (escaped in JSON text), spaces,
 # one ':' or '=', spaces, a quote. The value is one word of six characters or more (true, none, >- and short words stay;
 # to an '&' or ',' a name= follows: a URL's query, token=V,user=bob hid ',user=bob'; password=ab&cdefgh was shown whole,
@@ -160,14 +161,15 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # ':' ends its line, string or field, or mixes digits and letters (api_key: V as a log's last word, token: q1w2e3 and
 # more; not HF_TOKEN: Hugging Face token). One that is a whole placeholder or repr (<...>, [...], {...}, ${...} to the
 # value's end) or a variable ($NAME, %(name)s) is no value (pad_token=<|endoftext|>, token: [MASK], password=$PASSWORD,
-# token: {token}); one only starting like one is (password=<x9Kd!>zz, password={Secr3tPass, token=${x}rest1 were shown
-# whole).
-_NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9") + r"|(?<=[a-z])(?=[TSPCA]))"
+# token: {token}), in single quotes too (unk_token='<unk>' hid "'<unk>": too short a value in its quotes, it was read
+# unquoted); one only starting like one is (password=<x9Kd!>zz, password={Secr3tPass, token=${x}rest1 were shown whole).
+_PLACEHOLDER = r"(?:<[^<>\r\n\"']*>|\[[^\[\]\r\n\"']*\]|\$?\{[^{}\r\n\"']*\}|\$[A-Z_][A-Z0-9_]*)"
+_NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
+                          + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))"
                           r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?"
                           r"|apikey|(?:api|access|private|secret)[_.-]?key)"
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
-                          r"(?!%\(|(?:<[^<>\r\n\"']*>|\[[^\[\]\r\n\"']*\]|\$?\{[^{}\r\n\"']*\}|\$[A-Z_][A-Z0-9_]*)"
-                          r"(?![^\s\"'\\&,;}\]]))"
+                          r"(?!%\(|(?:'" + _PLACEHOLDER + "'|" + _PLACEHOLDER + r")(?![^\s\"'\\&,;}\]]))"
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
@@ -624,12 +626,13 @@ def is_secret_field(name: str) -> bool:
 
 def _words(name: str) -> list[str]:
     """``name``'s words, lower-cased, as the secret-name checks of fields and flags read it; a camelCase name's too
-    (accessToken, clientSecret: a JSON field of either kept its value, as free text's ``_NAMED_VALUE`` reads them)."""
+    (accessToken, clientSecret: a JSON field of either kept its value, as free text's ``_NAMED_VALUE`` reads them),
+    after an acronym or a digit too (HFToken, OpenAIApiKey, S3SecretKey kept theirs)."""
     return [p for p in _WORD_BREAK.split(_CAMEL_BREAK.sub("_", name).lower()) if p]
 
 
 _WORD_BREAK = re.compile(r"[^a-z0-9]+")
-_CAMEL_BREAK = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_CAMEL_BREAK = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def scrub(obj: Any) -> Any:
