@@ -340,7 +340,12 @@ def test_the_generated_makefile_and_pyproject(tmp_path: Path, name: str) -> None
     assert f"pinbench check {full}" in planned("check", "CHECKPOINT=Model-A")
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    dependencies = tomllib.loads((dest / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((dest / "pyproject.toml").read_text())["project"]
+    # the export's console script is this repository's, and its module came along (review56: pinbench.cli:main, whose
+    # Ctrl-C while importing was a traceback, and no pinbench/__main__.py, so python -m pinbench failed there)
+    assert project["scripts"] == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert (dest / "pinbench" / "__main__.py").is_file()
+    dependencies = project["dependencies"]
     assert any(d.startswith("decord==0.6.0") and "platform_machine == \"x86_64\"" in d for d in dependencies)
 
 

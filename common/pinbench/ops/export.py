@@ -94,7 +94,7 @@ dependencies = [
 test = ["pytest>=8"]
 
 [project.scripts]
-pinbench = "pinbench.cli:main"
+pinbench = "pinbench.__main__:start"
 
 [tool.setuptools.packages.find]
 where = ["."]
@@ -544,8 +544,9 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
     for helper in helpers:
         (dest / HELPERS).mkdir(parents=True, exist_ok=True)
         shutil.copy2(helper, dest / HELPERS / helper.name)
-    sources = [p for p in recipe_dir.rglob("*.py") if "__pycache__" not in p.parts] + helpers
-    for file in sorted(library_closure(recipe_dir, root, sources=sources)):
+    entry = root / "__main__.py"   # the console script's and python -m pinbench's module: no recipe imports it
+    sources = [p for p in recipe_dir.rglob("*.py") if "__pycache__" not in p.parts] + helpers + [entry]
+    for file in sorted(library_closure(recipe_dir, root, sources=sources) | {entry}):
         target = dest / LIBRARY / file.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(file, target)
