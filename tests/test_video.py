@@ -839,6 +839,32 @@ def test_a_cover_picture_listed_first_is_not_read_as_the_video(tmp_path: Path) -
     np.testing.assert_array_equal(read_video(path, backend="decord").frames, frames)
 
 
+def test_a_matroska_video_with_a_longer_audio_track_is_whole(tmp_path: Path) -> None:
+    """Its video has no duration of its own, and the container's is its 3 s audio's: this complete 12-frame 1.2 s
+    video was refused by every read as "truncated: container declares 3.0xx s but frames end at 1.200 s". The
+    video's own DURATION tag is read instead (and the container's only where the video is its one stream)."""
+    path = tmp_path / "audio.mkv"
+    with av.open(str(path), "w") as container:
+        video = container.add_stream("libx264", rate=10)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        audio = container.add_stream("pcm_s16le", rate=8000, layout="mono")
+        for i in range(12):
+            container.mux(video.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * i, np.uint8),
+                                                                  format="rgb24")))
+        container.mux(video.encode(None))
+        for i in range(3):
+            samples = av.AudioFrame.from_ndarray(np.zeros((1, 8000), np.int16), format="s16", layout="mono")
+            samples.sample_rate, samples.pts = 8000, 8000 * i
+            container.mux(audio.encode(samples))
+        container.mux(audio.encode(None))
+    with av.open(str(path)) as container:
+        assert container.duration / av.time_base > 2.9
+    info = video_info(path)
+    assert (info.n_frames, info.fps, info.duration_s) == (12, 10.0, pytest.approx(1.2, abs=0.01))
+    assert read_video(path, backend="pyav").frames.shape == (12, 48, 64, 3)
+    assert is_valid_video(path, 12) and preview.probe(path).n_frames == 12
+
+
 def test_a_file_holding_only_a_cover_picture_is_one_line(tmp_path: Path) -> None:
     path = _cover_first(tmp_path / "cover.mp4", video=False)
     for read in (lambda: video_info(path), lambda: read_video(path, backend="pyav"), lambda: preview.probe(path)):

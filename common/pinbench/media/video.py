@@ -19,7 +19,8 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
 * For other containers, or when the header has no count, the video packets are counted by demuxing
   (no decoding), less those FFmpeg flags "discard" (a fragmented MP4's edit list: decord's read is refused as
   above). If the header declared more frames than there are packets, or the packets end well
-  before the declared duration, the file is reported ``truncated``.
+  before the declared duration (the video's own, never a longer audio track's), the file is reported
+  ``truncated``.
 * The video is the first video stream that is not a cover picture (``video_stream``), for every read. OpenCV reads
   the first one listed, so a file whose cover is listed first is refused to it.
 * A backend whose stream ends before a requested frame (or, for decord, whose index holds a different
@@ -346,6 +347,22 @@ def _count_packets(path: Path, container: av.container.InputContainer,
     return count, discarded, end
 
 
+_DURATION_TAG = re.compile(r"([0-9]+):([0-9]{2}):([0-9]{2}(?:\.[0-9]+)?)")   # Matroska's per-track DURATION
+
+
+def _declared_seconds(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float | None:
+    """How long the video stream says it is: its own duration, else its Matroska DURATION tag, else the container's
+    where no other stream could make that longer. A complete 1.2 s Matroska video with a 3 s audio track was refused as
+    "truncated: container declares 3.003 s but frames end at 1.200 s"."""
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    if tag := _DURATION_TAG.fullmatch(stream.metadata.get("DURATION", "")):
+        return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
+    others = [s for s in container.streams if s is not stream and s.type in ("video", "audio", "subtitle")
+              and not s.disposition & av.stream.Disposition.attached_pic]
+    return container.duration / av.time_base if container.duration is not None and not others else None
+
+
 def video_info(path: str | os.PathLike[str], *, fd: int | None = None) -> VideoInfo:
     """Read the container facts of a video (no decoding); VideoError if it is missing/empty/cut/bad. With ``fd``, an
     open descriptor of the regular file ``path`` (``opened_video``), its bytes are read and ``path`` names them;
@@ -376,12 +393,7 @@ def _probe(path: Path, fd: int) -> _Probe:
         cover_first = stream is not container.streams.video[0]
         fps = _stream_fps(stream)
         declared = stream.frames if stream.frames and stream.frames > 0 else None
-        if stream.duration is not None and stream.time_base is not None:
-            declared_s: float | None = float(stream.duration * stream.time_base)
-        elif container.duration is not None:
-            declared_s = container.duration / av.time_base
-        else:
-            declared_s = None
+        declared_s = _declared_seconds(container, stream)
         if bmff is not None and declared is not None:
             entries = stream.index_entries
             shown = len(entries)
