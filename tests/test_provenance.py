@@ -352,7 +352,9 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
         "nested": {"hf_token": "whatever", "api_key": "k-123", "Password": "p", "tokenizer": "t5",
                    "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "pp",
                    "accessToken": "abc", "clientSecret": "plain", "maxTokens": 5, "tokenizerPath": "t5",
-                   "HFToken": "abc", "OpenAIApiKey": "k", "S3SecretKey": "s", "BOSTokenizer": "b"},
+                   "HFToken": "abc", "OpenAIApiKey": "k", "S3SecretKey": "s", "BOSTokenizer": "b",
+                   "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
+                   "unk_token": "<unk>x1", "mask_token": "[MASK] x", "api_token": "{a}{b}"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
@@ -361,7 +363,9 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
         "nested": {"hf_token": "***", "api_key": "***", "Password": "***", "tokenizer": "t5",
                    "key": "edge/canny_f1", "max_tokens": 5, "threshold": 0.5, "ssh_passphrase": "***",
                    "accessToken": "***", "clientSecret": "***", "maxTokens": 5, "tokenizerPath": "t5",
-                   "HFToken": "***", "OpenAIApiKey": "***", "S3SecretKey": "***", "BOSTokenizer": "b"},
+                   "HFToken": "***", "OpenAIApiKey": "***", "S3SecretKey": "***", "BOSTokenizer": "b",
+                   "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
+                   "unk_token": "***", "mask_token": "***", "api_token": "***"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -1013,6 +1017,8 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     # review56: a camelCase name after an acronym or a digit (HFToken, OpenAIApiKey, S3SecretKey: shown whole)
     ("HFToken=abc123def OpenAIApiKey: zzzsecretvalue1", "HFToken=*** OpenAIApiKey: ***"),
     ("S3SecretKey=abcdefgh1", "S3SecretKey=***"),
+    # a token scheme's credential of letters alone, twenty or more (shown whole after session 55)
+    ("Authorization: Token abcdefghijklmnopqrstuv", "Authorization: Token ***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -1047,7 +1053,7 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
                           "'password=&' + 'a' * 100000 + '&x=1', 'password=<' + 'a ' * 50000, 'token=${' * 12500, "
                           "'token=ab1cd2,' * 7700, 'Authorization: token ' + 'a' * 100000, "
                           "\"token='<\" + 'a' * 100000, \"token='\" + \"<a>'\" * 25000, 'HFToken=' * 12500, "
-                          "'1Secret=' * 12500]") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 0, 1, 1, 1, 1]
+                          "'1Secret=' * 12500]") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:

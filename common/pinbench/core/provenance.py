@@ -98,7 +98,8 @@ _SERVICE_TOKEN = re.compile(
 # framework), as a generator logs it (curl -H, a requests headers dict, JSON): it was written whole. A Bearer or Basic
 # scheme is followed by its credential (Basic dXNlcjpwYXNz, base64 of user:pass, holds no digit); a token one only
 # when it looks like one, as a free-text value after ':' must: six characters or more mixing digits and letters
-# (Authorization: token expired hid 'expired'; GitHub's and Django's keys are hex). The header is sought only where
+# (Authorization: token expired hid 'expired'; GitHub's and Django's keys are hex), or twenty characters or more (a
+# key of letters alone, Token abcdefghijklmnopqrstuv, was shown). The header is sought only where
 # str.find finds its name (``_hide_authorization``), and the other alternatives are tried only at a first character
 # of theirs: one Authorization header in a 1 MB training log ran them all over the log, 74-102 ms for that step; 0.7 ms
 # now, beside the 6 ms of the hint's scan (by hand).
@@ -112,7 +113,8 @@ _KEYED_SECRET = re.compile(r"(?=[h?&AaSsP])"
                            r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+)")
 _AUTHORIZATION = re.compile(r"((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
                            r"(?:(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+|(?:[Tt]oken|TOKEN)[ \t]+"
-                           r"(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})))"
+                           r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
+                           r"|(?=[A-Za-z0-9._~+/-]{20}))))"
                            r"[A-Za-z0-9._~+/-]+=*")
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
                          r"|PuTTY-User-Key-File-")
@@ -164,6 +166,9 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # token: {token}), in single quotes too (unk_token='<unk>' hid "'<unk>": too short a value in its quotes, it was read
 # unquoted); one only starting like one is (password=<x9Kd!>zz, password={Secr3tPass, token=${x}rest1 were shown whole).
 _PLACEHOLDER = r"(?:<[^<>\r\n\"']*>|\[[^\[\]\r\n\"']*\]|\$?\{[^{}\r\n\"']*\}|\$[A-Z_][A-Z0-9_]*)"
+# A secret-named field's value that is a whole placeholder (a tokenizer config's "bos_token": "<s>", "pad_token":
+# "[PAD]", "hf_token": "${HF_TOKEN}") is no secret, as in free text: ``scrub`` blanked them
+_WHOLE_PLACEHOLDER = re.compile(_PLACEHOLDER)
 _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))"
                           r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?"
@@ -689,7 +694,8 @@ def _scrub(obj: Any, secrets: Sequence[str]) -> Any:
         out = {}
         for key, value in obj.items():
             name = _redact(str(key), secrets)
-            if isinstance(value, str) and value and is_secret_field(str(key)):
+            if (isinstance(value, str) and value and is_secret_field(str(key))
+                    and not _WHOLE_PLACEHOLDER.fullmatch(value)):
                 out[name] = REDACTED
             else:
                 out[name] = _scrub(value, secrets)
