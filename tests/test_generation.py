@@ -1626,7 +1626,8 @@ def test_the_generator_log_says_which_request_each_line_is_of(form: str, tmp_pat
             worker.stop()
     else:
         for request in requests:
-            _run_command([sys.executable, "-c", "import chatty; chatty.make().generate(None, None)"], request, out,
+            _run_command([sys.executable, "-c", "import chatty; chatty.make().generate(None, None)", "{out}"], request,
+                         out,
                          30, log, tmp_path)
     assert log.read_text().splitlines() == ["--- generating 't2v-000' ---", "loading the model",
                                             "--- generating 't2v-001' ---", "loading the model"]
@@ -1695,7 +1696,7 @@ def test_a_token_a_generator_prints_never_reaches_its_log(form: str, tmp_path: P
     else:
         script = tmp_path / "leaky_command.py"
         script.write_text(f"{_LEAKY}\nmake().generate(None, None)\n")
-        _run_command([sys.executable, str(script)], _request(), out, 30, log, tmp_path)
+        _run_command([sys.executable, str(script), "{out}"], _request(), out, 30, log, tmp_path)
     text = log.read_text()
     assert token not in text and "Zq9Zq9" not in text
     assert "logged in with ***" in text and "stderr too: ***" in text and "raw fd: ***" in text
@@ -2334,7 +2335,7 @@ def test_a_failed_command_generators_coloured_last_line_is_named_without_its_col
 
     script = "import sys; print('\\x1b[1;31mERROR\\x1b[0m | out of memory\\x1b[K'); sys.exit(1)"
     with pytest.raises(GeneratorError) as caught:
-        _run_command([sys.executable, "-c", script], _request(), tmp_path / "out.mp4", 60, tmp_path / "log",
+        _run_command([sys.executable, "-c", script, "{out}"], _request(), tmp_path / "out.mp4", 60, tmp_path / "log",
                      tmp_path)
     assert str(caught.value) == f"the generator exited 1: ERROR | out of memory (log: {tmp_path / 'log'})"
     assert "\x1b[1;31mERROR" in (tmp_path / "log").read_text()
