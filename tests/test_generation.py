@@ -1316,6 +1316,26 @@ def test_a_misspelt_placeholder_of_a_command_generator_is_refused_before_anythin
     assert not calls.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_a_command_generator_that_names_no_out_is_told_so_in_its_samples_reason(tmp_path: Path) -> None:
+    """``command:python gen.py`` (no ``{out}``) is never told where to write: its sample said "wrote nothing to the
+    path it was given", or only the script's own usage error, and not why."""
+    from pinbench.ops.generation import GeneratorError, _run_command
+
+    hint = "its argv names no {out}, so it was never told where to write the rollout: add {out} to --generator"
+    out = tmp_path / "out.mp4"
+    for code, said in ((0, "the generator wrote nothing; "), (2, "the generator exited 2: usage: gen.py --out")):
+        argv = [sys.executable, "-c", f"print('usage: gen.py --out'); raise SystemExit({code})"]
+        with pytest.raises(GeneratorError) as caught:
+            _run_command(argv, _request(), out, 60, tmp_path / "log", tmp_path)
+        assert str(caught.value).startswith(said) and str(caught.value).endswith(hint), str(caught.value)
+    _run_command([sys.executable, "-c", "import sys; open(sys.argv[1], 'w').close()", "{out}"], _request(), out, 60,
+                 tmp_path / "log", tmp_path)   # names {out}: nothing to say (the rollout's check judges the file)
+    with pytest.raises(GeneratorError) as caught:
+        _run_command([sys.executable, "-c", "raise SystemExit(2)", "{out}"], _request(), out, 60, tmp_path / "log",
+                     tmp_path)
+    assert "{out}" not in str(caught.value)
+
+
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
     'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.
@@ -1606,7 +1626,8 @@ def test_the_generator_log_says_which_request_each_line_is_of(form: str, tmp_pat
             worker.stop()
     else:
         for request in requests:
-            _run_command([sys.executable, "-c", "import chatty; chatty.make().generate(None, None)"], request, out,
+            _run_command([sys.executable, "-c", "import chatty; chatty.make().generate(None, None)", "{out}"], request,
+                         out,
                          30, log, tmp_path)
     assert log.read_text().splitlines() == ["--- generating 't2v-000' ---", "loading the model",
                                             "--- generating 't2v-001' ---", "loading the model"]
@@ -1675,7 +1696,7 @@ def test_a_token_a_generator_prints_never_reaches_its_log(form: str, tmp_path: P
     else:
         script = tmp_path / "leaky_command.py"
         script.write_text(f"{_LEAKY}\nmake().generate(None, None)\n")
-        _run_command([sys.executable, str(script)], _request(), out, 30, log, tmp_path)
+        _run_command([sys.executable, str(script), "{out}"], _request(), out, 30, log, tmp_path)
     text = log.read_text()
     assert token not in text and "Zq9Zq9" not in text
     assert "logged in with ***" in text and "stderr too: ***" in text and "raw fd: ***" in text
@@ -2314,7 +2335,7 @@ def test_a_failed_command_generators_coloured_last_line_is_named_without_its_col
 
     script = "import sys; print('\\x1b[1;31mERROR\\x1b[0m | out of memory\\x1b[K'); sys.exit(1)"
     with pytest.raises(GeneratorError) as caught:
-        _run_command([sys.executable, "-c", script], _request(), tmp_path / "out.mp4", 60, tmp_path / "log",
+        _run_command([sys.executable, "-c", script, "{out}"], _request(), tmp_path / "out.mp4", 60, tmp_path / "log",
                      tmp_path)
     assert str(caught.value) == f"the generator exited 1: ERROR | out of memory (log: {tmp_path / 'log'})"
     assert "\x1b[1;31mERROR" in (tmp_path / "log").read_text()

@@ -722,9 +722,15 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
                 _stop(proc)
             finally:
                 sink.join()
+    # an argv without {out} never tells the command where to write: its failure, or its "wrote nothing to the path
+    # it was given", hid why (a script that needs --out exited 2; `command:python gen.py` wrote its own file)
+    untold = "" if any(m["name"] == "out" for arg in argv for m in _BRACED.finditer(arg)) else (
+        "; its argv names no {out}, so it was never told where to write the rollout: add {out} to --generator")
     if code != 0:
         said = f": {sink.last[:200]}" if sink.last else ""
-        raise GeneratorError(f"the generator {_ended(code)}{said} (log: {log})")
+        raise GeneratorError(f"the generator {_ended(code)}{said} (log: {log}){untold}")
+    if untold and not os.path.lexists(out):
+        raise GeneratorError(f"the generator wrote nothing{untold}")
 
 
 def _ended(code: int) -> str:
