@@ -340,11 +340,11 @@ def test_a_generator_that_fails_never_scores_the_rollout_another_generator_left(
     out = tmp_path / "run"
     assert _run(out, RENDER, asked, limit=1).exit_code == 0
     assert _card(out)["status"] == "complete"
-    outcome = _run(out, "command:/bin/false", asked, limit=1)
+    outcome = _run(out, "command:/bin/false {out}", asked, limit=1)
     assert outcome.exit_code == 2, outcome.message
     card = _card(out)
     assert card["status"] == "failed" and card["samples"]["n_ok"] == 0
-    assert card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false"
+    assert card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false {out}"
     failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
     log = out / "generation" / "generator.log"
     assert failed == {"t2v-000": f"no rollout: the generator exited 1 (log: {log})"}
@@ -356,11 +356,11 @@ def test_skip_generation_after_a_failed_generator_fails_its_samples_with_why(ask
     sample now fails with the generating run's reason."""
     out = tmp_path / "run"
     assert _run(out, RENDER, asked, limit=1).exit_code == 0
-    assert _run(out, "command:/bin/false", asked, limit=1).exit_code == 2
+    assert _run(out, "command:/bin/false {out}", asked, limit=1).exit_code == 2
     outcome = _run(out, None, asked, limit=1, skip_generation=True)
     assert outcome.exit_code == 2, outcome.message
     card = _card(out)
-    assert card["status"] == "failed" and card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false"
+    assert card["status"] == "failed" and card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false {out}"
     failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
     log = out / "generation" / "generator.log"
     assert failed == {"t2v-000": f"no rollout: the generator exited 1 (log: {log})"}
