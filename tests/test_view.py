@@ -835,6 +835,27 @@ def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundl
         assert done.stdout.startswith(f"view: {dest / 'index.html'}")
 
 
+def test_a_bundle_written_again_replaces_a_link_or_fifo_in_its_media_never_writes_through_it(runs,
+                                                                                          tmp_path: Path) -> None:
+    """An earlier bundle's media/<sha>.mp4 that is a symlink (a medium 'linked to save space') had the new copy
+    written through it, onto the file it led to outside the bundle; one that is a FIFO held the bundle for ever."""
+    dest = tmp_path / "view"
+    _pinbench("view", "--bundle", str(dest), str(runs["dd"]))
+    linked, piped = sorted((dest / "media").iterdir())[:2]
+    want = {p.name: p.read_bytes() for p in (linked, piped)}
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine")
+    linked.unlink()
+    linked.symlink_to(victim)
+    piped.unlink()
+    os.mkfifo(piped)
+    done = subprocess.run([*PINBENCH, "view", "--bundle", str(dest), str(runs["dd"])], capture_output=True,
+                          text=True, timeout=WAIT, env={**os.environ, "PINBENCH_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "mine"
+    assert {p.name: p.read_bytes() for p in (linked, piped) if not p.is_symlink() and p.is_file()} == want
+
+
 def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:
     out = tmp_path / "report"
     _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out), "--view")

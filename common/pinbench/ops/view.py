@@ -25,10 +25,11 @@ from urllib.parse import quote
 from pinbench.core.files import (
     FileError,
     FileState,
+    atomic_path,
     cache_root,
     claim_output_folder,
+    regular_sha256,
     sha256_fd,
-    sha256_file,
     write_atomic,
     write_if_changed,
 )
@@ -294,8 +295,11 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
         with made:
             digest = served.sha256 if not served.preview else sha256_fd(made.fd)
             target = dest / "media" / name
-            if not (target.is_file() and sha256_file(target) == digest):
-                with os.fdopen(made.fd, "rb", closefd=False) as source, open(target, "wb") as copy:
+            # an earlier bundle's link or FIFO there is replaced, never followed: the copy was written through a
+            # link onto the file it led to outside the bundle, and a FIFO held the bundle for ever
+            if regular_sha256(target) != digest:
+                with os.fdopen(made.fd, "rb", closefd=False) as source, atomic_path(target) as tmp, \
+                        open(tmp, "wb") as copy:
                     shutil.copyfileobj(source, copy)
         listing[name] = {**entry, "sha256": digest}
     for stale in (dest / "media").iterdir():
