@@ -814,6 +814,10 @@ def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundl
     assert done.stderr == (f"error: {mine}: a folder that is no earlier bundle (it holds index.html, media); a bundle "
                            "replaces its index.html, data/ and media/: name a new or empty folder\n")
     assert (mine / "index.html").read_text() == "my page" and (mine / "media" / "x.txt").read_text() == "mine"
+    (mine / "media.json").write_text("{}")   # a web folder's own media.json: it was taken for a bundle's
+    done = _pinbench("view", "--bundle", str(mine), str(runs["a"]), ok=(2,))
+    assert done.stderr.startswith(f"error: {mine}: a folder that is no earlier bundle (it holds index.html, media, ")
+    assert (mine / "index.html").read_text() == "my page" and (mine / "media" / "x.txt").read_text() == "mine"
     (tmp_path / "file").write_text("x")
     done = _pinbench("view", "--bundle", str(tmp_path / "file"), str(runs["a"]), ok=(2,))
     assert done.stderr == (f"error: {tmp_path / 'file'}: a regular file, not a folder; name a new folder for the "
