@@ -814,6 +814,10 @@ def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundl
     assert done.stderr == (f"error: {mine}: a folder that is no earlier bundle (it holds index.html, media); a bundle "
                            "replaces its index.html, data/ and media/: name a new or empty folder\n")
     assert (mine / "index.html").read_text() == "my page" and (mine / "media" / "x.txt").read_text() == "mine"
+    (mine / "media.json").write_text("{}")   # a web folder's own media.json: it was taken for a bundle's
+    done = _pinbench("view", "--bundle", str(mine), str(runs["a"]), ok=(2,))
+    assert done.stderr.startswith(f"error: {mine}: a folder that is no earlier bundle (it holds index.html, media, ")
+    assert (mine / "index.html").read_text() == "my page" and (mine / "media" / "x.txt").read_text() == "mine"
     (tmp_path / "file").write_text("x")
     done = _pinbench("view", "--bundle", str(tmp_path / "file"), str(runs["a"]), ok=(2,))
     assert done.stderr == (f"error: {tmp_path / 'file'}: a regular file, not a folder; name a new folder for the "
@@ -833,6 +837,27 @@ def test_a_bundle_is_written_only_into_a_new_or_empty_folder_or_an_earlier_bundl
     for dest in (tmp_path / "empty", bundle):   # an empty folder, and an earlier bundle written again
         done = _pinbench("view", "--bundle", str(dest), str(runs["a"]), str(runs["b"]))
         assert done.stdout.startswith(f"view: {dest / 'index.html'}")
+
+
+def test_a_bundle_written_again_replaces_a_link_or_fifo_in_its_media_never_writes_through_it(runs,
+                                                                                          tmp_path: Path) -> None:
+    """An earlier bundle's media/<sha>.mp4 that is a symlink (a medium 'linked to save space') had the new copy
+    written through it, onto the file it led to outside the bundle; one that is a FIFO held the bundle for ever."""
+    dest = tmp_path / "view"
+    _pinbench("view", "--bundle", str(dest), str(runs["dd"]))
+    linked, piped = sorted((dest / "media").iterdir())[:2]
+    want = {p.name: p.read_bytes() for p in (linked, piped)}
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine")
+    linked.unlink()
+    linked.symlink_to(victim)
+    piped.unlink()
+    os.mkfifo(piped)
+    done = subprocess.run([*PINBENCH, "view", "--bundle", str(dest), str(runs["dd"])], capture_output=True,
+                          text=True, timeout=WAIT, env={**os.environ, "PINBENCH_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "mine"
+    assert {p.name: p.read_bytes() for p in (linked, piped) if not p.is_symlink() and p.is_file()} == want
 
 
 def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:

@@ -25,10 +25,12 @@ from urllib.parse import quote
 from pinbench.core.files import (
     FileError,
     FileState,
+    atomic_path,
     cache_root,
     claim_output_folder,
+    read_regular_text,
+    regular_sha256,
     sha256_fd,
-    sha256_file,
     write_atomic,
     write_if_changed,
 )
@@ -240,6 +242,13 @@ def _script_of(name: str, text: str) -> str:
     return f"pinbenchData({json.dumps(name)},{text});\n"
 
 
+def _earlier_bundle(folder: Path) -> bool:
+    """A bundle from before ``BUNDLE_MARK``: its media.json beside this page's index.html. A media.json alone let a
+    user's web folder that held one lose its index.html and every file under its media/."""
+    return (folder / "media.json").is_file() and 'data-mode="bundle"' in (read_regular_text(folder / "index.html")
+                                                                         or "")
+
+
 def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
                  progress: Callable[[str], None] | None = None) -> Path:
     """The page as a folder that opens from ``file://`` (no server): the data as scripts, and every video and image
@@ -250,7 +259,7 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     media = MediaStore()
     # never over a folder of the user's: the bundle replaces index.html and data/ and empties media/ of the rest
     claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/", folders=("data", "media"),
-                        earlier=lambda folder: (folder / "media.json").is_file())
+                        earlier=_earlier_bundle)
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)
 
@@ -294,8 +303,11 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
         with made:
             digest = served.sha256 if not served.preview else sha256_fd(made.fd)
             target = dest / "media" / name
-            if not (target.is_file() and sha256_file(target) == digest):
-                with os.fdopen(made.fd, "rb", closefd=False) as source, open(target, "wb") as copy:
+            # an earlier bundle's link or FIFO there is replaced, never followed: the copy was written through a
+            # link onto the file it led to outside the bundle, and a FIFO held the bundle for ever
+            if regular_sha256(target) != digest:
+                with os.fdopen(made.fd, "rb", closefd=False) as source, atomic_path(target) as tmp, \
+                        open(tmp, "wb") as copy:
                     shutil.copyfileobj(source, copy)
         listing[name] = {**entry, "sha256": digest}
     for stale in (dest / "media").iterdir():
