@@ -7,10 +7,12 @@ test_slurm_cluster.py.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import stat
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -886,7 +888,8 @@ def test_a_submission_that_cannot_be_recorded_is_cancelled_and_named_so(tmp_path
 
 def test_a_token_in_a_generator_option_is_recorded_redacted(tmp_path: Path, fake_slurm: Path) -> None:
     """slurm/submissions.jsonl is read by pinbench status and by people; a -g value or a --generator argument holding
-    a token was recorded as given (a scorecard scrubs them). The jobs' scripts keep it: they must run it."""
+    a token was recorded as given (a scorecard scrubs them). The jobs' scripts keep the --generator's (they must run
+    it); the -g value stands there as a variable (test_secret_generator_options_reach_the_job_not_the_scripts)."""
     from pinbench.ops import submit
 
     the_plan = _plan(_generating_toy(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano",
@@ -895,14 +898,14 @@ def test_a_token_in_a_generator_option_is_recorded_redacted(tmp_path: Path, fake
     record = submit.submit_plan(the_plan)
     written = submit.submissions_path(the_plan.out_dir).read_text()
     assert TOKEN not in record.command and TOKEN not in written and "--generator-option=key=" in written
-    assert TOKEN in the_plan.phases[0].text
+    assert TOKEN in the_plan.phases[0].text and f"-g key={TOKEN}" not in the_plan.phases[0].text
 
 
 def test_a_secret_named_generator_options_value_is_recorded_redacted(tmp_path: Path, fake_slurm: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """-g api_key=VALUE of no token's shape: a run redacts it (its name says it is a secret), yet submit recorded it
-    whole in slurm/submissions.jsonl and the command it returns. The jobs' scripts keep it: they must pass it on. So
-    does the value of a command generator's secret-named flag (--token VALUE)."""
+    whole in slurm/submissions.jsonl and the command it returns. So was the value of a command generator's
+    secret-named flag (--token VALUE), which the jobs' scripts keep: they must run it."""
     from pinbench.core.provenance import KEPT_SECRETS_ENV
     from pinbench.ops import submit
 
@@ -914,9 +917,105 @@ def test_a_secret_named_generator_options_value_is_recorded_redacted(tmp_path: P
     written = submit.submissions_path(the_plan.out_dir).read_text()
     assert "plain-key-9876" not in record.command + written and "--generator-option=api_key=***" in written
     assert "plain-tok-6630" not in record.command + written and "--token ***" in written
-    assert "api_key=plain-key-9876" in the_plan.phases[0].text and "plain-tok-6630" in the_plan.phases[0].text
+    assert "plain-key-9876" not in the_plan.phases[0].text and "plain-tok-6630" in the_plan.phases[0].text
     # so only their owner reads them (they were 0o755: anyone on a shared cluster read the key in --out/slurm/)
     assert {stat.S_IMODE(p.script.stat().st_mode) for p in the_plan.phases} == {0o700}
+
+
+SECRET = "it's a \"key\" $HOME `x` plain-key-9876"   # spaces, quotes, $ and a backtick: it must arrive as given
+
+
+@pytest.mark.parametrize(("container", "image"), [("none", None), ("docker", f"sha256:{'e' * 64}"),
+                                                  ("pyxis", "nvcr.io#r/i@" + DIGEST),
+                                                  ("apptainer", "docker://r/i@" + DIGEST)])
+def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, fake_slurm: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch, container: str,
+                                                                 image: str | None) -> None:
+    """A secret-named -g value (api_key=) and one holding a token were written as given into every
+    <run>/slurm/*.sbatch, which goes wherever the run directory is copied. Each is now a variable the job's shell
+    expands; sbatch (the fake, recording its environment) gets the values, and each script, run here with that
+    environment and recording stand-ins for pinbench, docker, srun and apptainer, hands the inner ``pinbench run``
+    every value intact. A -g value of no secret stays as it was."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV
+    from pinbench.ops import submit
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    seen.mkdir()
+    for name in ("pinbench", "docker", "srun", "apptainer"):   # the one running pinbench run, not pinbench status
+        (bin_dir / name).write_text('#!/bin/sh\ncase " $* " in *" -g "*) printf "%s\\n" "$@" > "$SEEN/argv";; esac\n')
+        (bin_dir / name).chmod(0o755)
+    the_plan = plan(Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                            generator="own", container=container, images=[image] if image else [],
+                            generator_options=[f"api_key={SECRET}", f"url=https://u:{TOKEN}@host", "temperature=0.5"]),
+                    cwd=tmp_path, pinbench=[str(bin_dir / "pinbench")])
+    submit.submit_plan(the_plan)
+    sent = dict(line.split("=", 1) for line in (fake_slurm.parent / "sbatch.env").read_text().splitlines()
+                if re.match(r"PINBENCH_SECRET_\d+=", line))
+    assert sent == {"PINBENCH_SECRET_1": SECRET, "PINBENCH_SECRET_2": f"https://u:{TOKEN}@host"}
+    for phase in the_plan.phases:
+        text = phase.script.read_text()
+        assert TOKEN not in text and "plain-key-9876" not in text
+        lines = [line.strip().removesuffix(" \\") for line in text.splitlines()]   # one option a line
+        assert '-g api_key="${PINBENCH_SECRET_1}"' in lines and '-g url="${PINBENCH_SECRET_2}"' in lines
+        assert "-g temperature=0.5" in lines
+        subprocess.run(["bash", "-c", text], check=True, cwd=tmp_path, env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "0", "SEEN": str(seen), **sent})
+        argv = (seen / "argv").read_text().splitlines()
+        (seen / "argv").unlink()
+        assert [argv[i + 1] for i, word in enumerate(argv) if word == "-g"] == [
+            f"api_key={SECRET}", f"url=https://u:{TOKEN}@host", "temperature=0.5"], phase.phase.name
+
+
+def test_a_job_started_without_the_secrets_variable_stops_in_one_line_naming_it(tmp_path: Path) -> None:
+    """``sbatch <script>`` run again by hand hands the job no secret: under ``set -u`` bash said only
+    "PINBENCH_SECRET_1: unbound variable". It now says what carries it and to submit again, and runs nothing."""
+    ran = tmp_path / "ran"
+    program = tmp_path / "pinbench"
+    program.write_text(f'#!/bin/sh\ntouch "{ran}"\n')
+    program.chmod(0o755)
+    the_plan = plan(Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                            generator="own", generator_options=["api_key=plain-key-9876"]),
+                    cwd=tmp_path, pinbench=[str(program)])
+    for phase in the_plan.phases:
+        proc = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", "SLURM_ARRAY_TASK_ID=0", "bash", "-c", phase.text],
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode != 0 and not ran.exists()
+        assert proc.stderr.count("\n") == 1 and proc.stderr.endswith(
+            "PINBENCH_SECRET_1: not set: it carries a secret -g value, which pinbench submit hands sbatch in its "
+            "environment and never writes here; run pinbench submit again\n"), proc.stderr
+
+
+@pytest.mark.parametrize(("export", "where", "refused"), [
+    ("NONE", "sbatch-arg", True), ("HOME,PATH", "sbatch-arg", True), ("NONE", "environment", True),
+    ("NONE,PINBENCH_SECRET_1", "sbatch-arg", False), ("ALL", "sbatch-arg", False), ("ALL", "environment", False)])
+def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          export: str, where: str,
+                                                                          refused: bool) -> None:
+    """sbatch hands the job the variable carrying a secret -g value only where its --export (an --sbatch-arg, or
+    $SBATCH_EXPORT, which sbatch prefers to the script's) holds ALL or names it: on the local Slurm, --export=NONE
+    and --export=HOME gave the job none, --export=NONE,PINBENCH_SECRET_1 gave it the value."""
+    monkeypatch.delenv("SBATCH_EXPORT", raising=False)
+    if where == "environment":
+        monkeypatch.setenv("SBATCH_EXPORT", export)
+    request = Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                      generator="own", generator_options=["api_key=plain-key-9876"],
+                      sbatch_args=[f"--export={export}"] if where == "sbatch-arg" else [])
+    if not refused:
+        assert plan(request, cwd=tmp_path, pinbench=PROGRAM).secret_env == {"PINBENCH_SECRET_1": "plain-key-9876"}
+        return
+    what = f"--sbatch-arg '--export={export}'" if where == "sbatch-arg" else "$SBATCH_EXPORT"
+    with pytest.raises(SubmitError) as refusal:
+        plan(request, cwd=tmp_path, pinbench=PROGRAM)
+    assert str(refusal.value) == (
+        f"{what}: the jobs would not get PINBENCH_SECRET_1 (the variables carrying the secret -g values kept out of the "
+        "scripts); "
+        f"name them in it (--export={export},PINBENCH_SECRET_1) or leave --export out")
+    # without a secret -g value nothing needs it
+    plain = replace(request, generator_options=["temperature=0.5"])
+    assert plan(plain, cwd=tmp_path, pinbench=PROGRAM).secret_env == {}
 
 
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,

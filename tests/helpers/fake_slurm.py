@@ -2,7 +2,8 @@
 
 The real single-node Slurm (test_slurm_cluster.py) refuses impossible requests at submit time. What it cannot
 easily be made to do is accept the array and then refuse the finish job, or hold a job for a reason that never
-clears; these fakes do, so the roll-back code is tested too. Every call is appended to ``calls.log``.
+clears; these fakes do, so the roll-back code is tested too. Every call is appended to ``calls.log``, and the
+environment of sbatch's latest call written to ``sbatch.env``.
 
 Controlled by environment variables: ``FAKE_SBATCH_REFUSE_AT`` (the n-th real submission is refused),
 ``FAKE_STATE`` and ``FAKE_REASON`` (what scontrol reports for every job).
@@ -14,6 +15,7 @@ from pathlib import Path
 
 SBATCH = """#!/bin/bash
 echo "sbatch $*" >> "{log}"
+env > "{env}"
 for arg in "$@"; do [ "$arg" = --test-only ] && exit 0; done
 n=$(( $(cat "{counter}" 2>/dev/null || echo 0) + 1 )); echo $n > "{counter}"
 if [ "$n" = "${{FAKE_SBATCH_REFUSE_AT:-0}}" ]; then
@@ -37,6 +39,6 @@ def install_fake_slurm(folder: Path) -> Path:
     log, counter = folder / "calls.log", folder / "count"
     for name, text in (("sbatch", SBATCH), ("scontrol", SCONTROL), ("scancel", SCANCEL)):
         path = folder / name
-        path.write_text(text.format(log=log, counter=counter))
+        path.write_text(text.format(log=log, counter=counter, env=folder / "sbatch.env"))
         path.chmod(0o755)
     return log

@@ -231,6 +231,12 @@ def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None =
     keep_secret(secret_flag_values(argv or ()))
 
 
+def secret_option(name: str, value: str) -> bool:
+    """Whether a -g option's value is a secret: its name is a secret's (``keep_secret_options`` keeps it) or
+    ``redact`` hides some of it. Why: ``pinbench submit`` keeps such a value out of the sbatch scripts it writes."""
+    return bool(value) and (_ends_secret(name) and not _number(value) or holds_secret(value))
+
+
 def secret_flag_values(argv: Sequence[str]) -> list[str]:
     """The values ``argv``'s secret-named flags give (``_flag_secret``); a placeholder ({out}) is no secret. Those
     of a shell's ``-c`` script too, split at spaces and its operators as the shell splits it (``sh -c "gen --token

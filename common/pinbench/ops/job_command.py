@@ -83,6 +83,8 @@ class PhaseJob:
     # container mounts for it, read-write (host, container)
     sample_cache_env: Mapping[str, str] = field(default_factory=dict)
     sample_cache_mounts: tuple[tuple[str, str], ...] = ()
+    # -g name -> the variable whose value the job's shell puts in its place (``secret_variables``): never written
+    secret_variables: Mapping[str, str] = field(default_factory=dict)
 
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
         """``pinbench run`` with this phase's flags; ``inputs`` maps path options to their in-container path."""
@@ -94,12 +96,17 @@ class PhaseJob:
         argv += ["--gpus", str(self.gpus)] if self.gpus is not None else []
         for name, value in self.options.items():
             argv += ["--option", f"{name}={(inputs or {}).get(name, value)}"]
-        argv += generator_flags(cfg)   # the same generator in every job: its rollouts are reused by signature
+        # the same generator in every job: its rollouts are reused by signature
+        argv += generator_flags(cfg, self._option_word)
         argv += list(self.phase.flags)
         argv += ["--skip-doctor"] if self.skip_doctor else []
         if cfg.shard is not None:  # the job's shell puts in the array task's index
             argv += ["--shard", Word(f'"{SHARD_INDEX}/{cfg.shard.count}"')]
         return argv
+
+    def _option_word(self, name: str, value: str) -> str:
+        variable = self.secret_variables.get(name)
+        return f"{name}={value}" if variable is None else Word(f'{shlex.quote(name + "=")}"${{{variable}}}"')
 
     def env_lines(self) -> list[str]:
         """What the job's shell sets before the command: no token unless the stage has one, offline if it has no

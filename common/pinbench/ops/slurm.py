@@ -9,10 +9,11 @@ jobs, until ``MinJobAge``), then from ``sacct`` for older jobs when the cluster 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,9 +79,12 @@ def missing_client(names: Iterable[str] = ("sbatch", "scontrol", "scancel")) -> 
     return f"{', '.join(missing)} not found on PATH (run this on a Slurm login node)" if missing else ""
 
 
-def _run(argv: Sequence[str], timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+def _run(argv: Sequence[str], timeout: float = TIMEOUT_S,
+         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``argv``'s outcome; ``env``: variables added to this process's environment for it."""
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, **env} if env else None)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found on PATH (run this on a Slurm login node)") from None
     except subprocess.TimeoutExpired:
@@ -95,12 +99,14 @@ def refusal(proc: subprocess.CompletedProcess) -> str:
     return re.sub(r"^(sbatch|scontrol|scancel|sacct): (error: )?", "", text)
 
 
-def sbatch(script: Path, *, dependency: str | None = None, test_only: bool = False) -> str:
-    """Submit ``script`` (``--test-only``: only ask whether the cluster could ever run it); the job id."""
+def sbatch(script: Path, *, dependency: str | None = None, test_only: bool = False,
+           env: Mapping[str, str] | None = None) -> str:
+    """Submit ``script`` (``--test-only``: only ask whether the cluster could ever run it); the job id. ``env``: added
+    to sbatch's environment, which Slurm hands the job (``--export=ALL``, its default)."""
     argv = ["sbatch", "--parsable"]
     argv += [f"--dependency={dependency}"] if dependency else []
     argv += ["--test-only"] if test_only else []
-    proc = _run([*argv, str(script)])
+    proc = _run([*argv, str(script)], env=env)
     if proc.returncode != 0:
         raise SlurmError(f"sbatch refused {script}: {refusal(proc)}")
     if test_only:

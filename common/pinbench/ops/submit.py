@@ -38,7 +38,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
-from pinbench.core.provenance import keep_secret_options, redact
+from pinbench.core.provenance import keep_secret_options, redact, secret_option
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, SUBMISSIONS, check_out_dir_outside, check_owner, input_paths, run_identity
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
@@ -93,6 +93,7 @@ _PLAIN_VALUE = re.compile(r"^[^\s'\"\\;&|<>`$]+$")
 # "days-hours:minutes:seconds"; "INFINITE" / "UNLIMITED" (any case) for no limit
 _SLURM_TIME = re.compile(r"(?i:infinite|unlimited)|\d+(:\d{1,2}){0,2}|\d+-\d{1,2}(:\d{1,2}){0,2}")
 CHECK_SECONDS = 3.0
+SECRET_PREFIX = "PINBENCH_SECRET_"
 
 
 class SubmitError(RecipeError):
@@ -142,7 +143,7 @@ class Request:
         argv += [f"--generation-timeout={self.generation_timeout:g}"] if self.generation_timeout is not None else []
         argv += [f"--generator-image={self.generator_image}"] if self.generator_image is not None else []
         argv += ["--skip-doctor"] * self.skip_doctor
-        return redact(shlex.join(argv))   # a token in a -g value or the --generator: the jobs' scripts keep it
+        return redact(shlex.join(argv))   # a token in a -g value (a variable in the scripts) or the --generator
 
 
 @dataclass
@@ -158,6 +159,8 @@ class Plan:
     request: Request
     out_dir: Path
     phases: list[PhasePlan]
+    # each secret -g value by the variable that carries it (``secret_variables``): sbatch's environment, no file's
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def slurm_dir(self) -> Path:
@@ -240,6 +243,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
     program = list(pinbench or default_program())
     cache = cache_root().expanduser().resolve()
     samples_env, samples_mounts = _sample_cache(request, out_dir, cache, inputs)
+    variables = secret_variables(configs[0])
+    _check_export(request, list(variables.values()))
     phases = []
     for number, (phase, cfg, stage) in enumerate(zip(layout, configs, stages, strict=True), start=1):
         options, path_options = _options_text(recipe, cfg, cwd)
@@ -248,7 +253,7 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
                        path_options=frozenset(path_options), cache=cache, gpus=gpus, skip_doctor=request.skip_doctor,
                        generator_mounts=generator_mounts, sample_cache_env=samples_env,
-                       sample_cache_mounts=samples_mounts)
+                       sample_cache_mounts=samples_mounts, secret_variables=variables)
         if request.container != "none":
             for host, target, _ in job.mounts():
                 for path in (host, target):
@@ -260,7 +265,32 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         script = out_dir / SLURM_DIR / f"{phase.name}.sbatch"
         text = _script(request, job, layout, number, cwd, lines, status)
         phases.append(PhasePlan(phase=phase, job=job, script=script, text=text))
-    return Plan(request=request, out_dir=out_dir, phases=phases)
+    return Plan(request=request, out_dir=out_dir, phases=phases,
+                secret_env={v: configs[0].generator_options[k] for k, v in variables.items()})
+
+
+def secret_variables(cfg: RunConfig) -> dict[str, str]:
+    """The variable (``PINBENCH_SECRET_1``, ... in -g order) standing in the scripts for each -g option whose value
+    is a secret (``secret_option``): a run directory is copied and shared, and its scripts held the value as given.
+    ``sbatch`` gets the values in its environment and hands them to the job (``--export=ALL``, its default)."""
+    if cfg.generator is None:
+        return {}
+    names = [k for k, v in cfg.generator_options.items() if secret_option(k, v)]
+    return {name: f"{SECRET_PREFIX}{number}" for number, name in enumerate(names, start=1)}
+
+
+def _check_export(request: Request, variables: Sequence[str]) -> None:
+    """Refuse an ``--export`` (``--sbatch-arg`` or ``$SBATCH_EXPORT``, which sbatch prefers) that hands the jobs
+    neither ALL nor every secret's variable: each job would stop at its first line."""
+    given = [(f"--sbatch-arg {a!r}", a.split("=", 1)[1]) for a in request.sbatch_args if a.startswith("--export=")]
+    given += [("$SBATCH_EXPORT", os.environ["SBATCH_EXPORT"])] if "SBATCH_EXPORT" in os.environ else []
+    for what, value in given:
+        names = {item.split("=", 1)[0] for item in value.split(",")}
+        dropped = [v for v in variables if "ALL" not in names and v not in names]
+        if dropped:
+            raise SubmitError(f"{what}: the jobs would not get {', '.join(dropped)} (the variables carrying the "
+                              f"secret -g values kept out of the scripts); name them in it (--export={value},{','.join(dropped)}) or "
+                              "leave --export out")
 
 
 def _job_stage(stage: ContainerStage, cfg: RunConfig, generator_image: Image | None) -> ContainerStage:
@@ -540,6 +570,8 @@ def _script(request: Request, job: PhaseJob, phases: tuple[ScaleOutPhase, ...], 
         f"#SBATCH --chdir={cwd}",
         "",
         "set -uo pipefail",
+        *(f': "${{{v}?not set: it carries a secret -g value, which pinbench submit hands sbatch in its environment '
+          'and never writes here; run pinbench submit again}"' for v in job.secret_variables.values()),
     ]
     if not last:
         return "\n".join([*header, *command[:-1], "exec " + command[-1], ""])
@@ -560,7 +592,7 @@ def write_scripts(the_plan: Plan) -> list[Path]:
         logs.mkdir(parents=True, exist_ok=True)
         for phase in the_plan.phases:
             write_atomic(phase.script, phase.text)
-            phase.script.chmod(0o700)   # its owner's alone: it holds the -g options, a secret-named one too
+            phase.script.chmod(0o700)   # its owner's alone: it holds the -g options (a secret one as a variable)
     except OSError as exc:
         raise SubmitError(f"--out {the_plan.out_dir}: cannot write the sbatch scripts there: "
                           f"{exc.filename or logs}: {exc.strerror or exc}") from None
@@ -594,12 +626,13 @@ def _submit_alone(the_plan: Plan) -> Submission:
     refuse_if_live(the_plan.out_dir)
     write_scripts(the_plan)
     for phase in the_plan.phases:
-        _slurm_call(lambda p=phase: slurm.sbatch(p.script, test_only=True))
+        _slurm_call(lambda p=phase: slurm.sbatch(p.script, test_only=True, env=the_plan.secret_env))
     submitted: list[str] = []
     try:
         for phase in the_plan.phases:
             dependency = f"afterany:{submitted[-1]}" if submitted else None
-            submitted.append(_slurm_call(lambda p=phase, d=dependency: slurm.sbatch(p.script, dependency=d)))
+            submitted.append(_slurm_call(lambda p=phase, d=dependency: slurm.sbatch(p.script, dependency=d,
+                                                                                    env=the_plan.secret_env)))
         _refuse_never_starting(submitted[0])
         cfg = the_plan.phases[0].job.cfg
         record = Submission(
