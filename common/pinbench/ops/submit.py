@@ -289,8 +289,8 @@ def _check_export(request: Request, variables: Sequence[str]) -> None:
         dropped = [v for v in variables if "ALL" not in names and v not in names]
         if dropped:
             raise SubmitError(f"{what}: the jobs would not get {', '.join(dropped)} (the variables carrying the "
-                              f"secret -g values kept out of the scripts); name them in it (--export={value},{','.join(dropped)}) or "
-                              "leave --export out")
+                              "secret -g values kept out of the scripts); name them in it "
+                              f"(--export={value},{','.join(dropped)}) or leave --export out")
 
 
 def _job_stage(stage: ContainerStage, cfg: RunConfig, generator_image: Image | None) -> ContainerStage:
