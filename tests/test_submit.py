@@ -1011,7 +1011,7 @@ def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_pa
         plan(request, cwd=tmp_path, pinbench=PROGRAM)
     assert str(refusal.value) == (
         f"{what}: the jobs would not get PINBENCH_SECRET_1 (the variables carrying the secret -g values kept out of "
-        "the scripts); name them in it (--export={export},PINBENCH_SECRET_1) or leave --export out")
+        f"the scripts); name them in it (--export={export},PINBENCH_SECRET_1) or leave --export out")
     # without a secret -g value nothing needs it
     plain = replace(request, generator_options=["temperature=0.5"])
     assert plan(plain, cwd=tmp_path, pinbench=PROGRAM).secret_env == {}
