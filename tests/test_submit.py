@@ -922,12 +922,25 @@ def test_a_secret_named_generator_options_value_is_recorded_redacted(tmp_path: P
     assert {stat.S_IMODE(p.script.stat().st_mode) for p in the_plan.phases} == {0o700}
 
 
+def _recording_standins(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder of stand-ins for pinbench, docker, srun and apptainer, the one running ``pinbench run`` (not
+    ``pinbench status``) writing its argv a line each into ``$SEEN/argv``; and that ``$SEEN`` folder."""
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    seen.mkdir()
+    for name in ("pinbench", "docker", "srun", "apptainer"):
+        (bin_dir / name).write_text('#!/bin/sh\ncase " $* " in *" -g "*) printf "%s\\n" "$@" > "$SEEN/argv";; esac\n')
+        (bin_dir / name).chmod(0o755)
+    return bin_dir, seen
+
+
 SECRET = "it's a \"key\" $HOME `x` plain-key-9876"   # spaces, quotes, $ and a backtick: it must arrive as given
+# each way a job runs, with an image it may be given
+EVERY_CONTAINER = [("none", None), ("docker", f"sha256:{'e' * 64}"), ("pyxis", "nvcr.io#r/i@" + DIGEST),
+                   ("apptainer", "docker://r/i@" + DIGEST)]
 
 
-@pytest.mark.parametrize(("container", "image"), [("none", None), ("docker", f"sha256:{'e' * 64}"),
-                                                  ("pyxis", "nvcr.io#r/i@" + DIGEST),
-                                                  ("apptainer", "docker://r/i@" + DIGEST)])
+@pytest.mark.parametrize(("container", "image"), EVERY_CONTAINER)
 def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, fake_slurm: Path,
                                                                  monkeypatch: pytest.MonkeyPatch, container: str,
                                                                  image: str | None) -> None:
@@ -940,12 +953,7 @@ def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, 
     from pinbench.ops import submit
 
     monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
-    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
-    bin_dir.mkdir()
-    seen.mkdir()
-    for name in ("pinbench", "docker", "srun", "apptainer"):   # the one running pinbench run, not pinbench status
-        (bin_dir / name).write_text('#!/bin/sh\ncase " $* " in *" -g "*) printf "%s\\n" "$@" > "$SEEN/argv";; esac\n')
-        (bin_dir / name).chmod(0o755)
+    bin_dir, seen = _recording_standins(tmp_path)
     the_plan = plan(Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
                             generator="own", container=container, images=[image] if image else [],
                             generator_options=[f"api_key={SECRET}", f"url=https://u:{TOKEN}@host", "temperature=0.5"]),
@@ -968,9 +976,7 @@ def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, 
             f"api_key={SECRET}", f"url=https://u:{TOKEN}@host", "temperature=0.5"], phase.phase.name
 
 
-@pytest.mark.parametrize(("container", "image"), [("none", None), ("docker", f"sha256:{'e' * 64}"),
-                                                  ("pyxis", "nvcr.io#r/i@" + DIGEST),
-                                                  ("apptainer", "docker://r/i@" + DIGEST)])
+@pytest.mark.parametrize(("container", "image"), EVERY_CONTAINER)
 def test_secrets_in_the_generators_argv_reach_the_job_not_the_scripts(tmp_path: Path, fake_slurm: Path,
                                                                       monkeypatch: pytest.MonkeyPatch, container: str,
                                                                       image: str | None) -> None:
@@ -984,12 +990,7 @@ def test_secrets_in_the_generators_argv_reach_the_job_not_the_scripts(tmp_path: 
 
     monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
     monkeypatch.chdir(tmp_path)   # the signature hashes ./gen.sh from here, as the job does (its --chdir)
-    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
-    bin_dir.mkdir()
-    seen.mkdir()
-    for name in ("pinbench", "docker", "srun", "apptainer"):   # the one running pinbench run, not pinbench status
-        (bin_dir / name).write_text('#!/bin/sh\ncase " $* " in *" -g "*) printf "%s\\n" "$@" > "$SEEN/argv";; esac\n')
-        (bin_dir / name).chmod(0o755)
+    bin_dir, seen = _recording_standins(tmp_path)
     (tmp_path / "gen.sh").write_text("#!/bin/sh\n")
     generator = f"command:sh ./gen.sh {{request}} {{out}} --token plain-tok-6630 --url 'https://u:{TOKEN}@host'"
     options = {"api_key": "plain-key-9876", "temperature": "0.5"}
