@@ -888,8 +888,8 @@ def test_a_submission_that_cannot_be_recorded_is_cancelled_and_named_so(tmp_path
 
 def test_a_token_in_a_generator_option_is_recorded_redacted(tmp_path: Path, fake_slurm: Path) -> None:
     """slurm/submissions.jsonl is read by pinbench status and by people; a -g value or a --generator argument holding
-    a token was recorded as given (a scorecard scrubs them). The jobs' scripts keep the --generator's (they must run
-    it); the -g value stands there as a variable (test_secret_generator_options_reach_the_job_not_the_scripts)."""
+    a token was recorded as given (a scorecard scrubs them). In the jobs' scripts both stand as one variable
+    (test_secret_generator_options_reach_the_job_not_the_scripts, test_secrets_in_the_generators_argv_...)."""
     from pinbench.ops import submit
 
     the_plan = _plan(_generating_toy(tmp_path), tmp_path, shards=2, checkpoint="Toy-Nano",
@@ -898,7 +898,7 @@ def test_a_token_in_a_generator_option_is_recorded_redacted(tmp_path: Path, fake
     record = submit.submit_plan(the_plan)
     written = submit.submissions_path(the_plan.out_dir).read_text()
     assert TOKEN not in record.command and TOKEN not in written and "--generator-option=key=" in written
-    assert TOKEN in the_plan.phases[0].text and f"-g key={TOKEN}" not in the_plan.phases[0].text
+    assert TOKEN not in the_plan.phases[0].text and the_plan.secret_env == {"PINBENCH_SECRET_1": TOKEN}
 
 
 def test_a_secret_named_generator_options_value_is_recorded_redacted(tmp_path: Path, fake_slurm: Path,
@@ -917,17 +917,30 @@ def test_a_secret_named_generator_options_value_is_recorded_redacted(tmp_path: P
     written = submit.submissions_path(the_plan.out_dir).read_text()
     assert "plain-key-9876" not in record.command + written and "--generator-option=api_key=***" in written
     assert "plain-tok-6630" not in record.command + written and "--token ***" in written
-    assert "plain-key-9876" not in the_plan.phases[0].text and "plain-tok-6630" in the_plan.phases[0].text
+    assert "plain-key-9876" not in the_plan.phases[0].text and "plain-tok-6630" not in the_plan.phases[0].text
     # so only their owner reads them (they were 0o755: anyone on a shared cluster read the key in --out/slurm/)
     assert {stat.S_IMODE(p.script.stat().st_mode) for p in the_plan.phases} == {0o700}
 
 
+def _recording_standins(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder of stand-ins for pinbench, docker, srun and apptainer, the one running ``pinbench run`` (not
+    ``pinbench status``) writing its argv a line each into ``$SEEN/argv``; and that ``$SEEN`` folder."""
+    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
+    bin_dir.mkdir()
+    seen.mkdir()
+    for name in ("pinbench", "docker", "srun", "apptainer"):
+        (bin_dir / name).write_text('#!/bin/sh\ncase " $* " in *" -g "*) printf "%s\\n" "$@" > "$SEEN/argv";; esac\n')
+        (bin_dir / name).chmod(0o755)
+    return bin_dir, seen
+
+
 SECRET = "it's a \"key\" $HOME `x` plain-key-9876"   # spaces, quotes, $ and a backtick: it must arrive as given
+# each way a job runs, with an image it may be given
+EVERY_CONTAINER = [("none", None), ("docker", f"sha256:{'e' * 64}"), ("pyxis", "nvcr.io#r/i@" + DIGEST),
+                   ("apptainer", "docker://r/i@" + DIGEST)]
 
 
-@pytest.mark.parametrize(("container", "image"), [("none", None), ("docker", f"sha256:{'e' * 64}"),
-                                                  ("pyxis", "nvcr.io#r/i@" + DIGEST),
-                                                  ("apptainer", "docker://r/i@" + DIGEST)])
+@pytest.mark.parametrize(("container", "image"), EVERY_CONTAINER)
 def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, fake_slurm: Path,
                                                                  monkeypatch: pytest.MonkeyPatch, container: str,
                                                                  image: str | None) -> None:
@@ -940,12 +953,7 @@ def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, 
     from pinbench.ops import submit
 
     monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
-    bin_dir, seen = tmp_path / "bin", tmp_path / "seen"
-    bin_dir.mkdir()
-    seen.mkdir()
-    for name in ("pinbench", "docker", "srun", "apptainer"):   # the one running pinbench run, not pinbench status
-        (bin_dir / name).write_text('#!/bin/sh\ncase " $* " in *" -g "*) printf "%s\\n" "$@" > "$SEEN/argv";; esac\n')
-        (bin_dir / name).chmod(0o755)
+    bin_dir, seen = _recording_standins(tmp_path)
     the_plan = plan(Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
                             generator="own", container=container, images=[image] if image else [],
                             generator_options=[f"api_key={SECRET}", f"url=https://u:{TOKEN}@host", "temperature=0.5"]),
@@ -968,6 +976,54 @@ def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, 
             f"api_key={SECRET}", f"url=https://u:{TOKEN}@host", "temperature=0.5"], phase.phase.name
 
 
+@pytest.mark.parametrize(("container", "image"), EVERY_CONTAINER)
+def test_secrets_in_the_generators_argv_reach_the_job_not_the_scripts(tmp_path: Path, fake_slurm: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch, container: str,
+                                                                      image: str | None) -> None:
+    """A ``command:`` generator's secret flag value (--token VALUE, of no token's shape) and a token in its text
+    were written as given into every <run>/slurm/*.sbatch, as -g secrets were before. Each is now a variable
+    (after the -g ones) the job's shell puts back: the inner ``pinbench run`` gets the very --generator text (its
+    rollouts are reused by its signature), and with --container none the signature it computes is the local run's."""
+    from pinbench.core.provenance import KEPT_SECRETS_ENV
+    from pinbench.ops import submit
+    from pinbench.ops.generation import command_signature, same_generator
+
+    monkeypatch.delenv(KEPT_SECRETS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)   # the signature hashes ./gen.sh from here, as the job does (its --chdir)
+    bin_dir, seen = _recording_standins(tmp_path)
+    (tmp_path / "gen.sh").write_text("#!/bin/sh\n")
+    generator = f"command:sh ./gen.sh {{request}} {{out}} --token plain-tok-6630 --url 'https://u:{TOKEN}@host'"
+    options = {"api_key": "plain-key-9876", "temperature": "0.5"}
+    the_plan = plan(Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                            generator=generator, container=container, images=[image] if image else [],
+                            generator_options=[f"{k}={v}" for k, v in options.items()]),
+                    cwd=tmp_path, pinbench=[str(bin_dir / "pinbench")])
+    submit.submit_plan(the_plan)
+    sent = dict(line.split("=", 1) for line in (fake_slurm.parent / "sbatch.env").read_text().splitlines()
+                if re.match(r"PINBENCH_SECRET_\d+=", line))
+    assert sent == {"PINBENCH_SECRET_1": "plain-key-9876", "PINBENCH_SECRET_2": "plain-tok-6630",
+                    "PINBENCH_SECRET_3": TOKEN}   # what *** hides: the URL's password
+    for phase in the_plan.phases:
+        text = phase.script.read_text()
+        assert TOKEN not in text and "plain-tok-6630" not in text and "plain-key-9876" not in text
+        assert """--token '"${PINBENCH_SECRET_2}"' --url""" in text, text
+        subprocess.run(["bash", "-c", text], check=True, cwd=tmp_path, env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "0", "SEEN": str(seen), **sent})
+        argv = (seen / "argv").read_text().splitlines()
+        (seen / "argv").unlink()
+        given = argv[argv.index("--generator") + 1]
+        assert given == phase.job.cfg.generator and same_generator(given, generator), phase.phase.name
+        got = dict(argv[i + 1].split("=", 1) for i, word in enumerate(argv) if word == "-g")
+        assert got == options
+        if container == "none":
+            assert given == generator
+            assert command_signature(command_argv(given), got) == command_signature(command_argv(generator), options)
+    # a flag value the text spells otherwise (quoted in part) cannot be cut out of it: the whole text is carried
+    spelt = "command:sh ./gen.sh {request} {out} --token 'plain'-tok-6630"
+    assert submit.secret_variables(replace(the_plan.phases[0].job.cfg, generator=spelt)) == {
+        "plain-key-9876": "PINBENCH_SECRET_1", spelt: "PINBENCH_SECRET_2"}
+
+
 def test_a_job_started_without_the_secrets_variable_stops_in_one_line_naming_it(tmp_path: Path) -> None:
     """``sbatch <script>`` run again by hand hands the job no secret: under ``set -u`` bash said only
     "PINBENCH_SECRET_1: unbound variable". It now says what carries it and to submit again, and runs nothing."""
@@ -983,8 +1039,8 @@ def test_a_job_started_without_the_secrets_variable_stops_in_one_line_naming_it(
                               cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode != 0 and not ran.exists()
         assert proc.stderr.count("\n") == 1 and proc.stderr.endswith(
-            "PINBENCH_SECRET_1: not set: it carries a secret -g value, which pinbench submit hands sbatch in its "
-            "environment and never writes here; run pinbench submit again\n"), proc.stderr
+            "PINBENCH_SECRET_1: not set: it carries a secret -g or --generator value, which pinbench submit hands "
+            "sbatch in its environment and never writes here; run pinbench submit again\n"), proc.stderr
 
 
 @pytest.mark.parametrize(("export", "where", "refused"), [
@@ -1010,8 +1066,8 @@ def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_pa
     with pytest.raises(SubmitError) as refusal:
         plan(request, cwd=tmp_path, pinbench=PROGRAM)
     assert str(refusal.value) == (
-        f"{what}: the jobs would not get PINBENCH_SECRET_1 (the variables carrying the secret -g values kept out of "
-        f"the scripts); name them in it (--export={export},PINBENCH_SECRET_1) or leave --export out")
+        f"{what}: the jobs would not get PINBENCH_SECRET_1 (the variables carrying the secret -g and --generator "
+        f"values kept out of the scripts); name them in it (--export={export},PINBENCH_SECRET_1) or leave --export out")
     # without a secret -g value nothing needs it
     plain = replace(request, generator_options=["temperature=0.5"])
     assert plan(plain, cwd=tmp_path, pinbench=PROGRAM).secret_env == {}

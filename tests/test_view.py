@@ -860,6 +860,65 @@ def test_a_bundle_written_again_replaces_a_link_or_fifo_in_its_media_never_write
     assert {p.name: p.read_bytes() for p in (linked, piped) if not p.is_symlink() and p.is_file()} == want
 
 
+HELD_BUNDLE = """import os, sys, time
+import pinbench.media.preview
+made = pinbench.media.preview.make_preview
+def held(*args, **kw):   # the bundle half written: its first preview waits for the test's word
+    open(os.environ["HELD"], "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.environ["RELEASE"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return made(*args, **kw)
+pinbench.media.preview.make_preview = held
+from pinbench.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_second_bundle_into_a_folder_being_written_is_refused_naming_the_first(runs, tmp_path: Path) -> None:
+    """Two ``view --bundle`` into one folder at once mixed their index.html, data/ and media/, and the cleanup of
+    one deleted the media of the other. The second is refused in one line naming the folder and the first's
+    process, and leaves the first's bundle whole; the record of who held it is gone from the finished bundle."""
+    dest, held, release = tmp_path / "view", tmp_path / "held", tmp_path / "release"
+    first = subprocess.Popen([sys.executable, "-c", HELD_BUNDLE, "view", "--bundle", str(dest), str(runs["dd"])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PINBENCH_OFFLINE": "1", "HELD": str(held), "RELEASE": str(release)})
+    try:
+        deadline = time.monotonic() + WAIT
+        while not held.exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.stderr else ""
+            time.sleep(0.02)
+        second = _pinbench("view", "--bundle", str(dest), str(runs["a"]), ok=(0, 2))
+        release.touch()
+        out, err = first.communicate(timeout=WAIT)
+    finally:
+        first.kill()
+    assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr
+    assert second.stderr.startswith(f"error: {dest}: another pinbench is writing a bundle into it (pid {first.pid} "
+                                    f"on {os.uname().nodename} since "), second.stderr
+    assert second.stderr.endswith("); retry once it has ended\n"), second.stderr
+    assert first.returncode == 0 and out.startswith(f"view: {dest / 'index.html'}"), err
+    listed = json.loads((dest / "media.json").read_text())
+    assert sorted(p.name for p in (dest / "media").iterdir()) == sorted(listed)
+    summary = (dest / "data" / "summary.js").read_text()
+    assert "dynamic-degree" in summary and "remembench" not in summary   # the first's runs alone
+    assert [p.read_text() for p in dest.glob(".*.lock")] == [""]
+
+
+def test_a_folder_in_a_bundles_media_is_named_and_left_as_it_is(runs, tmp_path: Path) -> None:
+    """The cleanup of an earlier bundle's media/ unlinked each name it did not write: a folder there failed it at the
+    end, 'Is a directory', its data written and no media.json. It is named before anything is written, and kept."""
+    dest = tmp_path / "view"
+    _pinbench("view", "--bundle", str(dest), str(runs["dd"]))
+    (dest / "media" / "mine").mkdir()
+    (dest / "media" / "mine" / "notes.txt").write_text("mine")
+    (dest / "data" / "table.js").unlink()
+    done = _pinbench("view", "--bundle", str(dest), str(runs["dd"]), ok=(2,))
+    assert done.stderr == (f"error: {dest / 'media' / 'mine'}: a folder in the bundle's media/, where it writes only "
+                           "files and deletes those it did not write: remove it, or name a new folder\n")
+    assert (dest / "media" / "mine" / "notes.txt").read_text() == "mine" and not (dest / "data" / "table.js").exists()
+
+
 def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:
     out = tmp_path / "report"
     _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out), "--view")

@@ -12,6 +12,7 @@ container gets it by name only.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -83,7 +84,8 @@ class PhaseJob:
     # container mounts for it, read-write (host, container)
     sample_cache_env: Mapping[str, str] = field(default_factory=dict)
     sample_cache_mounts: tuple[tuple[str, str], ...] = ()
-    # -g name -> the variable whose value the job's shell puts in its place (``secret_variables``): never written
+    # a secret -g or --generator value -> the variable the job's shell puts in its place (``secret_variables``):
+    # never written
     secret_variables: Mapping[str, str] = field(default_factory=dict)
 
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
@@ -97,16 +99,25 @@ class PhaseJob:
         for name, value in self.options.items():
             argv += ["--option", f"{name}={(inputs or {}).get(name, value)}"]
         # the same generator in every job: its rollouts are reused by signature
-        argv += generator_flags(cfg, self._option_word)
+        generator = generator_flags(cfg, lambda name, value: self._secret_word(f"{name}={value}"))
+        argv += [*generator[:1], *map(self._secret_word, generator[1:2]), *generator[2:]]
         argv += list(self.phase.flags)
         argv += ["--skip-doctor"] if self.skip_doctor else []
         if cfg.shard is not None:  # the job's shell puts in the array task's index
             argv += ["--shard", Word(f'"{SHARD_INDEX}/{cfg.shard.count}"')]
         return argv
 
-    def _option_word(self, name: str, value: str) -> str:
-        variable = self.secret_variables.get(name)
-        return f"{name}={value}" if variable is None else Word(f'{shlex.quote(name + "=")}"${{{variable}}}"')
+    def _secret_word(self, text: str) -> str:
+        """``text`` as a word whose secret values the job's shell puts in from their variables: the same string, none
+        of them written."""
+        if not self.secret_variables:
+            return text
+        longest_first = sorted(self.secret_variables, key=len, reverse=True)
+        parts = re.split(f"({'|'.join(map(re.escape, longest_first))})", text)
+        if len(parts) == 1:
+            return text
+        return Word("".join(f'"${{{self.secret_variables[part]}}}"' if odd else shlex.quote(part)
+                            for odd, part in zip(itertools.cycle((False, True)), parts) if part))
 
     def env_lines(self) -> list[str]:
         """What the job's shell sets before the command: no token unless the stage has one, offline if it has no

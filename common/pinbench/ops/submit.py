@@ -38,7 +38,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.options import parse_pairs
 from pinbench.core.pins import IMAGE_DIGEST
-from pinbench.core.provenance import keep_secret_options, redact, secret_option
+from pinbench.core.provenance import REDACTED, keep_secret_options, redact, secret_flag_values, secret_option
 from pinbench.core.recipe import Recipe, scale_out_problem
 from pinbench.core.rundir import SLURM_DIR, SUBMISSIONS, check_out_dir_outside, check_owner, input_paths, run_identity
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
@@ -266,17 +266,37 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         text = _script(request, job, layout, number, cwd, lines, status)
         phases.append(PhasePlan(phase=phase, job=job, script=script, text=text))
     return Plan(request=request, out_dir=out_dir, phases=phases,
-                secret_env={v: configs[0].generator_options[k] for k, v in variables.items()})
+                secret_env={variable: value for value, variable in variables.items()})
 
 
 def secret_variables(cfg: RunConfig) -> dict[str, str]:
-    """The variable (``PINBENCH_SECRET_1``, ... in -g order) standing in the scripts for each -g option whose value
-    is a secret (``secret_option``): a run directory is copied and shared, and its scripts held the value as given.
-    ``sbatch`` gets the values in its environment and hands them to the job (``--export=ALL``, its default)."""
+    """Each secret value by the variable (``PINBENCH_SECRET_1``, ...) standing for it in the scripts: those of the -g
+    options that are secrets (``secret_option``), in -g order, then the ``--generator`` text's secret parts
+    (``_generator_secrets``): a run directory is copied and shared, and its scripts held them as given. ``sbatch``
+    gets the values in its environment and hands them to the job (``--export=ALL``, its default)."""
     if cfg.generator is None:
         return {}
-    names = [k for k, v in cfg.generator_options.items() if secret_option(k, v)]
-    return {name: f"{SECRET_PREFIX}{number}" for number, name in enumerate(names, start=1)}
+    values = [v for k, v in cfg.generator_options.items() if secret_option(k, v)]
+    values += _generator_secrets(cfg.generator)
+    return {value: f"{SECRET_PREFIX}{number}" for number, value in enumerate(dict.fromkeys(values), start=1)}
+
+
+def _generator_secrets(generator: str) -> list[str]:
+    """The parts of a ``--generator`` text that ``redact`` hides, a ``command:``'s secret flag values
+    (``secret_flag_values``: ``--token VALUE``) among them, in the text's order. The whole text where those parts
+    cannot be told apart in it: a flag value the text spells otherwise (``--token 'a'b``), a hidden part holding
+    the text after it (two readings of where it ends)."""
+    flagged = secret_flag_values(command_of(generator) or [])
+    shown = redact(generator, flagged)
+    if shown == generator and not flagged:
+        return []
+    pieces = [re.escape(piece) for piece in shown.split(REDACTED)]
+    shortest = re.fullmatch("(.+?)".join(pieces), generator, re.DOTALL)
+    longest = re.fullmatch("(.+)".join(pieces), generator, re.DOTALL)
+    if shortest is None or longest is None or shortest.groups() != longest.groups() \
+            or any(value not in shortest.groups() for value in flagged):
+        return [generator]
+    return list(shortest.groups())
 
 
 def _check_export(request: Request, variables: Sequence[str]) -> None:
@@ -289,7 +309,7 @@ def _check_export(request: Request, variables: Sequence[str]) -> None:
         dropped = [v for v in variables if "ALL" not in names and v not in names]
         if dropped:
             raise SubmitError(f"{what}: the jobs would not get {', '.join(dropped)} (the variables carrying the "
-                              "secret -g values kept out of the scripts); name them in it "
+                              "secret -g and --generator values kept out of the scripts); name them in it "
                               f"(--export={value},{','.join(dropped)}) or leave --export out")
 
 
@@ -570,8 +590,8 @@ def _script(request: Request, job: PhaseJob, phases: tuple[ScaleOutPhase, ...], 
         f"#SBATCH --chdir={cwd}",
         "",
         "set -uo pipefail",
-        *(f': "${{{v}?not set: it carries a secret -g value, which pinbench submit hands sbatch in its environment '
-          'and never writes here; run pinbench submit again}"' for v in job.secret_variables.values()),
+        *(f': "${{{v}?not set: it carries a secret -g or --generator value, which pinbench submit hands sbatch in '
+          'its environment and never writes here; run pinbench submit again}"' for v in job.secret_variables.values()),
     ]
     if not last:
         return "\n".join([*header, *command[:-1], "exec " + command[-1], ""])

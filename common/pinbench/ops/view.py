@@ -10,14 +10,18 @@ descriptor that was checked (``localweb.open_served``): never from what its path
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import shutil
 import socket
+import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -28,6 +32,8 @@ from pinbench.core.files import (
     atomic_path,
     cache_root,
     claim_output_folder,
+    creation_mode,
+    open_regular,
     read_regular_text,
     regular_sha256,
     sha256_fd,
@@ -35,6 +41,7 @@ from pinbench.core.files import (
     write_if_changed,
 )
 from pinbench.core.provenance import COMPACT_JSON, scrub
+from pinbench.core.rundir import held_command, read_lock, this_process
 from pinbench.ops import localweb
 from pinbench.results.view import Image, Video, View
 
@@ -49,6 +56,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 CHUNK = 256  # samples per data file of a bundle
 PREVIEW_DIR = "view-previews"
 BUNDLE_MARK = ".pinbench-view"  # written first into a bundle's folder: a later bundle may write there again
+BUNDLE_LOCK = ".pinbench-view.lock"  # held by the bundle being written there (``_held``)
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,31 @@ def _earlier_bundle(folder: Path) -> bool:
                                                                          or "")
 
 
+@contextmanager
+def _held(dest: Path) -> Iterator[None]:
+    """Hold the bundle folder ``dest`` (a flock on its ``BUNDLE_LOCK``, which names the holder) for the block, or
+    FileError naming the process that holds it, as exports into one DEST take turns: two bundles written there at
+    once mixed their index.html, data/ and media/, and the cleanup of one deleted the other's media. The kernel drops
+    a killed holder's flock; the record is emptied at the end, as a bundle is copied anywhere."""
+    fd = open_regular(dest / BUNDLE_LOCK, os.O_RDWR | os.O_CREAT, follow_symlinks=False, mode=creation_mode())
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = read_lock(dest / BUNDLE_LOCK)
+            who = (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
+                   f"{' '.join(map(str, holder.get('argv') or []))}" if holder else "a process just starting")
+            raise FileError(dest, f"another pinbench is writing a bundle into it ({who}); retry once it has "
+                                  "ended") from None
+        started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        os.ftruncate(fd, 0)   # a killed holder's record, taken over
+        os.write(fd, json.dumps({**this_process(), "started": started, "argv": held_command(sys.argv)}).encode())
+        yield
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
 def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
                  progress: Callable[[str], None] | None = None) -> Path:
     """The page as a folder that opens from ``file://`` (no server): the data as scripts, and every video and image
@@ -256,13 +289,22 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
     ``media.json`` with the source (the run's label, the path from its folder) and the SHA-256 of the bytes each
     was made from. ``copy_media=False`` (a report's folder) links the originals that play as they are where they lie
     instead of copying them. Returns ``dest/index.html``."""
-    media = MediaStore()
     # never over a folder of the user's: the bundle replaces index.html and data/ and empties media/ of the rest
     claim_output_folder(dest, BUNDLE_MARK, "bundle", "index.html, data/ and media/", folders=("data", "media"),
                         earlier=_earlier_bundle)
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)
+    with _held(dest):
+        return _write_held(view, dest, copy_media=copy_media, progress=progress)
 
+
+def _write_held(view: View, dest: Path, *, copy_media: bool, progress: Callable[[str], None] | None) -> Path:
+    """``write_bundle`` once this process holds ``dest``: what it checks there holds until its end."""
+    media = MediaStore()
+    for entry in os.scandir(dest / "media"):   # the cleanup below deletes each file it did not write, never a folder
+        if entry.is_dir(follow_symlinks=False):
+            raise FileError(entry.path, "a folder in the bundle's media/, where it writes only files and deletes "
+                                        "those it did not write: remove it, or name a new folder")
     # medium name -> the run that first showed it and where, from that run's folder: a bundle is copied elsewhere,
     # where this machine's absolute paths name nothing and would tell its folder layout
     sources: dict[str, dict[str, str]] = {}
