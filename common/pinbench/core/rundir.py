@@ -468,6 +468,44 @@ def held_command(argv: list[str]) -> list[str]:
     return kept + [f"... ({len(argv) - _ARGS} more)"] if len(argv) > _ARGS else kept
 
 
+class LockHeld(Exception):
+    """Another process holds a named lock (``hold_named``): ``who`` says which, or None where it has not yet named
+    itself."""
+
+    def __init__(self, who: str | None) -> None:
+        super().__init__(who or "a process starting")
+        self.who = who
+
+
+def hold_named(path: Path, mode: int) -> int:
+    """An exclusive flock on ``path`` (made with ``mode`` where missing), its record naming this process and its
+    command; the descriptor, which holds it until closed. LockHeld naming the holder (exports into one DEST and
+    bundles into one folder take turns); ``open_regular``'s FileError for a FIFO or a place no file can be made. The
+    kernel drops a killed holder's flock: its record is taken over. A file its holder removed as it ended is made
+    again, so one waiting on the removed file never holds a lock no other process sees."""
+    import fcntl
+
+    while True:
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT, follow_symlinks=False, mode=mode)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = read_lock(path)
+            raise LockHeld(f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
+                           f"{' '.join(map(str, holder.get('argv') or []))}" if holder else None) from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.lstat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({**this_process(), "started": started, "argv": held_command(sys.argv)}).encode())
+            return fd
+        os.close(fd)
+
+
 def _holder_text(holder: Mapping[str, Any]) -> str:
     shard = holder.get("shard") or "unsharded"
     return (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "

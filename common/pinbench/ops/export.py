@@ -23,9 +23,7 @@ import os
 import re
 import secrets
 import shutil
-import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from pinbench.core.files import (
@@ -39,7 +37,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
-from pinbench.core.rundir import held_command, read_lock, this_process
+from pinbench.core.rundir import LockHeld, hold_named
 
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 IGNORED = shutil.ignore_patterns(*_IGNORED_NAMES)
@@ -336,36 +334,20 @@ def _stem(dest: Path) -> str:
 
 
 def _hold(dest: Path) -> int:
-    """Hold the lock of exports into ``dest`` (a flock on ``_lock_of(dest)``, which names its holder), or
-    ExportError naming the export that holds it: two ``--force`` at once had each put its own export in place, the
-    last one staying and both saying they wrote it. The kernel drops a killed holder's flock: its file is taken over."""
+    """Hold the lock of exports into ``dest`` (``hold_named`` on ``_lock_of(dest)``), or ExportError naming the
+    export that holds it: two ``--force`` at once had each put its own export in place, the last one staying and both
+    saying they wrote it."""
     path = _lock_of(dest)
-    while True:
-        try:
-            fd = open_regular(path, os.O_RDWR | os.O_CREAT, follow_symlinks=False, mode=0o644)
-        except NotRegularFile as exc:   # a FIFO in its place: named, never waited on; a symlink's target untouched
-            raise ExportError(f"{exc}; exports of {dest} take turns on it: delete it") from None
-        except FileError as exc:   # no file can be made there (read-only, /proc): as any write beside DEST fails
-            raise ExportError(f"export DEST {dest}: cannot write {path} (no file can be made there: "
-                              f"{exc.reason})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            holder = read_lock(path)
-            who = (f"is running (pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
-                   f"{' '.join(map(str, holder.get('argv') or []))})" if holder else "is starting")   # not yet named
-            raise ExportError(f"{dest}: another export of it {who}; retry once it has ended") from None
-        try:
-            same = os.path.samestat(os.fstat(fd), os.lstat(path))
-        except FileNotFoundError:   # its holder removed it as it ended
-            same = False
-        if same:
-            started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            os.ftruncate(fd, 0)   # a killed holder's record, taken over
-            os.write(fd, json.dumps({**this_process(), "started": started, "argv": held_command(sys.argv)}).encode())
-            return fd
-        os.close(fd)
+    try:
+        return hold_named(path, 0o644)
+    except NotRegularFile as exc:   # a FIFO in its place: named, never waited on; a symlink's target untouched
+        raise ExportError(f"{exc}; exports of {dest} take turns on it: delete it") from None
+    except FileError as exc:   # no file can be made there (read-only, /proc): as any write beside DEST fails
+        raise ExportError(f"export DEST {dest}: cannot write {path} (no file can be made there: "
+                          f"{exc.reason})") from None
+    except LockHeld as held:
+        who = f"is running ({held.who})" if held.who else "is starting"   # not yet named
+        raise ExportError(f"{dest}: another export of it {who}; retry once it has ended") from None
 
 
 def _write_held(recipe: Recipe, dest: Path, requirements: list[str], *, force: bool, log: Callable[[str], None]

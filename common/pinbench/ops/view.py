@@ -10,18 +10,15 @@ descriptor that was checked (``localweb.open_served``): never from what its path
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
 import socket
-import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -33,7 +30,6 @@ from pinbench.core.files import (
     cache_root,
     claim_output_folder,
     creation_mode,
-    open_regular,
     read_regular_text,
     regular_sha256,
     sha256_fd,
@@ -41,7 +37,7 @@ from pinbench.core.files import (
     write_if_changed,
 )
 from pinbench.core.provenance import COMPACT_JSON, scrub
-from pinbench.core.rundir import held_command, read_lock, this_process
+from pinbench.core.rundir import LockHeld, hold_named
 from pinbench.ops import localweb
 from pinbench.results.view import Image, Video, View
 
@@ -259,23 +255,16 @@ def _earlier_bundle(folder: Path) -> bool:
 
 @contextmanager
 def _held(dest: Path) -> Iterator[None]:
-    """Hold the bundle folder ``dest`` (a flock on its ``BUNDLE_LOCK``, which names the holder) for the block, or
-    FileError naming the process that holds it, as exports into one DEST take turns: two bundles written there at
-    once mixed their index.html, data/ and media/, and the cleanup of one deleted the other's media. The kernel drops
-    a killed holder's flock; the record is emptied at the end, as a bundle is copied anywhere."""
-    fd = open_regular(dest / BUNDLE_LOCK, os.O_RDWR | os.O_CREAT, follow_symlinks=False, mode=creation_mode())
+    """Hold the bundle folder ``dest`` (``hold_named`` on its ``BUNDLE_LOCK``) for the block, or FileError naming the
+    process that holds it, as exports into one DEST take turns: two bundles written there at once mixed their
+    index.html, data/ and media/, and the cleanup of one deleted the other's media. The record is emptied at the
+    end, as a bundle is copied anywhere."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = read_lock(dest / BUNDLE_LOCK)
-            who = (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
-                   f"{' '.join(map(str, holder.get('argv') or []))}" if holder else "a process just starting")
-            raise FileError(dest, f"another pinbench is writing a bundle into it ({who}); retry once it has "
-                                  "ended") from None
-        started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        os.ftruncate(fd, 0)   # a killed holder's record, taken over
-        os.write(fd, json.dumps({**this_process(), "started": started, "argv": held_command(sys.argv)}).encode())
+        fd = hold_named(dest / BUNDLE_LOCK, creation_mode())
+    except LockHeld as held:
+        raise FileError(dest, f"another pinbench is writing a bundle into it ({held.who or 'a process just starting'})"
+                              "; retry once it has ended") from None
+    try:
         yield
         os.ftruncate(fd, 0)
     finally:
