@@ -860,6 +860,19 @@ def test_a_bundle_written_again_replaces_a_link_or_fifo_in_its_media_never_write
     assert {p.name: p.read_bytes() for p in (linked, piped) if not p.is_symlink() and p.is_file()} == want
 
 
+def test_a_folder_at_a_medium_s_name_in_a_bundle_is_named_in_one_line(runs, tmp_path: Path) -> None:
+    """A folder at media/<sha>.mp4 of an earlier bundle: exit 2 named the temporary file the copy was written to
+    (media/.<sha>.mp4.*.tmp, which is no folder and was removed), not the folder in the way (review57)."""
+    dest = tmp_path / "view"
+    _pinbench("view", "--bundle", str(dest), str(runs["dd"]))
+    folder = sorted((dest / "media").iterdir())[0]
+    folder.unlink()
+    folder.mkdir()
+    done = _pinbench("view", "--bundle", str(dest), str(runs["dd"]), ok=(2,))
+    assert done.stderr.splitlines()[-1] == (f"error: --bundle {dest}: cannot write {folder} (Is a directory)")
+    assert not [p.name for p in (dest / "media").iterdir() if p.name.endswith(".tmp")]
+
+
 def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:
     out = tmp_path / "report"
     _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out), "--view")
