@@ -360,7 +360,8 @@ def test_skip_generation_after_a_failed_generator_fails_its_samples_with_why(ask
     outcome = _run(out, None, asked, limit=1, skip_generation=True)
     assert outcome.exit_code == 2, outcome.message
     card = _card(out)
-    assert card["status"] == "failed" and card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false {out}"
+    assert card["status"] == "failed"
+    assert card["provenance"]["extra"]["generation"]["generator"] == "command:/bin/false {out}"
     failed = {f["sample_id"]: f["error"] for m in card["metrics"].values() for f in m["failed"]}
     log = out / "generation" / "generator.log"
     assert failed == {"t2v-000": f"no rollout: the generator exited 1 (log: {log})"}
