@@ -354,7 +354,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "accessToken": "abc", "clientSecret": "plain", "maxTokens": 5, "tokenizerPath": "t5",
                    "HFToken": "abc", "OpenAIApiKey": "k", "S3SecretKey": "s", "BOSTokenizer": "b",
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
-                   "unk_token": "<unk>x1", "mask_token": "[MASK] x", "api_token": "{a}{b}"},
+                   "unk_token": "<unk>x1", "mask_token": "[MASK] x", "api_token": "{a}{b}", "password": "[hunter2]",
+                   "secret_key": "<sk-abc123def456>", "db_password": "$ECRET2024"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
@@ -365,7 +366,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "accessToken": "***", "clientSecret": "***", "maxTokens": 5, "tokenizerPath": "t5",
                    "HFToken": "***", "OpenAIApiKey": "***", "S3SecretKey": "***", "BOSTokenizer": "b",
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
-                   "unk_token": "***", "mask_token": "***", "api_token": "***"},
+                   "unk_token": "***", "mask_token": "***", "api_token": "***", "password": "***",
+                   "secret_key": "***", "db_password": "***"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -1019,6 +1021,9 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ("S3SecretKey=abcdefgh1", "S3SecretKey=***"),
     # a token scheme's credential of letters alone, twenty or more (shown whole after session 55)
     ("Authorization: Token abcdefghijklmnopqrstuv", "Authorization: Token ***"),
+    # review57: a placeholder holding a digit is a value (a real key or password in brackets was shown whole)
+    ("password=[hunter2] api_key: <sk-abc123def456>", "password=*** api_key: ***"),
+    ('{"password": "$ECRET2024"}', '{"password": "***"}'),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",

@@ -1045,14 +1045,17 @@ def test_a_job_started_without_the_secrets_variable_stops_in_one_line_naming_it(
 
 @pytest.mark.parametrize(("export", "where", "refused"), [
     ("NONE", "sbatch-arg", True), ("HOME,PATH", "sbatch-arg", True), ("NONE", "environment", True),
-    ("NONE,PINBENCH_SECRET_1", "sbatch-arg", False), ("ALL", "sbatch-arg", False), ("ALL", "environment", False)])
+    ("", "environment", True), ("NONE,pinbench_secret_1", "sbatch-arg", True),
+    ("NONE,PINBENCH_SECRET_1", "sbatch-arg", False), ("ALL", "sbatch-arg", False), ("ALL", "environment", False),
+    ("all", "sbatch-arg", False), ("HOME,All", "environment", False)])
 def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch,
                                                                           export: str, where: str,
                                                                           refused: bool) -> None:
     """sbatch hands the job the variable carrying a secret -g value only where its --export (an --sbatch-arg, or
     $SBATCH_EXPORT, which sbatch prefers to the script's) holds ALL or names it: on the local Slurm, --export=NONE
-    and --export=HOME gave the job none, --export=NONE,PINBENCH_SECRET_1 gave it the value."""
+    and --export=HOME gave the job none, --export=NONE,PINBENCH_SECRET_1 gave it the value; --export=all and
+    SBATCH_EXPORT=ALL over an --export=NONE line gave it too (both were refused), an empty SBATCH_EXPORT none."""
     monkeypatch.delenv("SBATCH_EXPORT", raising=False)
     if where == "environment":
         monkeypatch.setenv("SBATCH_EXPORT", export)
@@ -1061,6 +1064,9 @@ def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_pa
                       sbatch_args=[f"--export={export}"] if where == "sbatch-arg" else [])
     if not refused:
         assert plan(request, cwd=tmp_path, pinbench=PROGRAM).secret_env == {"PINBENCH_SECRET_1": "plain-key-9876"}
+        # the last --export line is sbatch's, and $SBATCH_EXPORT (even empty) beats the script's lines
+        earlier = replace(request, sbatch_args=["--export=NONE", *request.sbatch_args])
+        assert plan(earlier, cwd=tmp_path, pinbench=PROGRAM).secret_env == {"PINBENCH_SECRET_1": "plain-key-9876"}
         return
     what = f"--sbatch-arg '--export={export}'" if where == "sbatch-arg" else "$SBATCH_EXPORT"
     with pytest.raises(SubmitError) as refusal:

@@ -919,6 +919,21 @@ def test_a_folder_in_a_bundles_media_is_named_and_left_as_it_is(runs, tmp_path: 
     assert (dest / "media" / "mine" / "notes.txt").read_text() == "mine" and not (dest / "data" / "table.js").exists()
 
 
+def test_a_folder_at_a_medium_s_name_in_a_bundle_is_named_in_one_line(runs, tmp_path: Path) -> None:
+    """A folder at media/<sha>.mp4 of an earlier bundle: exit 2 named the temporary file the copy was written to
+    (media/.<sha>.mp4.*.tmp, which is no folder and was removed), not the folder in the way (review57). It is named
+    before anything is written, as a folder at any name there is."""
+    dest = tmp_path / "view"
+    _pinbench("view", "--bundle", str(dest), str(runs["dd"]))
+    folder = sorted((dest / "media").iterdir())[0]
+    folder.unlink()
+    folder.mkdir()
+    done = _pinbench("view", "--bundle", str(dest), str(runs["dd"]), ok=(2,))
+    assert done.stderr == (f"error: {folder}: a folder in the bundle's media/, where it writes only files and deletes "
+                           "those it did not write: remove it, or name a new folder\n")
+    assert not [p.name for p in (dest / "media").iterdir() if p.name.endswith(".tmp")]
+
+
 def test_the_report_links_each_sample_it_names_to_its_page(runs, tmp_path: Path) -> None:
     out = tmp_path / "report"
     _pinbench("report", str(runs["b"] / "scorecard.json"), "--out", str(out), "--view")

@@ -83,11 +83,12 @@ def _refuse_secret_shaped(option: str, path: Path | None) -> None:
 
 @contextmanager
 def _writing_to(option: str, path: Path) -> Iterator[None]:
-    """An OS error while writing where an option points: one line naming the option and the path."""
+    """An OS error while writing where an option points: one line naming the option and the path (a rename's
+    target, not its temporary file: a folder at a bundle's media/<sha>.mp4 was named as media/.<sha>.mp4.*.tmp)."""
     try:
         yield
     except OSError as exc:
-        _fail(f"{option} {path}: cannot write {exc.filename or path} ({exc.strerror or exc})")
+        _fail(f"{option} {path}: cannot write {exc.filename2 or exc.filename or path} ({exc.strerror or exc})")
 
 
 @contextmanager

@@ -164,10 +164,13 @@ _AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VAL
 # more; not HF_TOKEN: Hugging Face token). One that is a whole placeholder or repr (<...>, [...], {...}, ${...} to the
 # value's end) or a variable ($NAME, %(name)s) is no value (pad_token=<|endoftext|>, token: [MASK], password=$PASSWORD,
 # token: {token}), in single quotes too (unk_token='<unk>' hid "'<unk>": too short a value in its quotes, it was read
-# unquoted); one only starting like one is (password=<x9Kd!>zz, password={Secr3tPass, token=${x}rest1 were shown whole).
-_PLACEHOLDER = r"(?:<[^<>\r\n\"']*>|\[[^\[\]\r\n\"']*\]|\$?\{[^{}\r\n\"']*\}|\$[A-Z_][A-Z0-9_]*)"
+# unquoted); one only starting like one is (password=<x9Kd!>zz, password={Secr3tPass, token=${x}rest1 were shown
+# whole), and so is a placeholder or $NAME holding a digit (password=[hunter2], api_key: <sk-abc123def456>,
+# password=$ECRET2024 were shown whole; <|reserved_special_token_0|> is hidden with them).
+_PLACEHOLDER = r"(?:<[^<>\r\n\"'0-9]*>|\[[^\[\]\r\n\"'0-9]*\]|\$?\{[^{}\r\n\"'0-9]*\}|\$[A-Z_]+)"
 # A secret-named field's value that is a whole placeholder (a tokenizer config's "bos_token": "<s>", "pad_token":
-# "[PAD]", "hf_token": "${HF_TOKEN}") is no secret, as in free text: ``scrub`` blanked them
+# "[PAD]", "hf_token": "${HF_TOKEN}") is no secret, as in free text: ``scrub`` blanked them. One holding a digit is
+# ("password": "[hunter2]", "api_key": "<sk-abc123def456>" were kept)
 _WHOLE_PLACEHOLDER = re.compile(_PLACEHOLDER)
 _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))"

@@ -300,13 +300,14 @@ def _generator_secrets(generator: str) -> list[str]:
 
 
 def _check_export(request: Request, variables: Sequence[str]) -> None:
-    """Refuse an ``--export`` (``--sbatch-arg`` or ``$SBATCH_EXPORT``, which sbatch prefers) that hands the jobs
-    neither ALL nor every secret's variable: each job would stop at its first line."""
+    """Refuse the ``--export`` sbatch would use that hands the jobs neither ALL nor every secret's variable: each job
+    would stop at its first line. On the local Slurm 22.05 ``$SBATCH_EXPORT``, set even empty, beat the script's
+    ``--export`` lines, the last of those beat the others, and ALL was read in any case (``--export=all``)."""
     given = [(f"--sbatch-arg {a!r}", a.split("=", 1)[1]) for a in request.sbatch_args if a.startswith("--export=")]
-    given += [("$SBATCH_EXPORT", os.environ["SBATCH_EXPORT"])] if "SBATCH_EXPORT" in os.environ else []
+    given = [("$SBATCH_EXPORT", os.environ["SBATCH_EXPORT"])] if "SBATCH_EXPORT" in os.environ else given[-1:]
     for what, value in given:
         names = {item.split("=", 1)[0] for item in value.split(",")}
-        dropped = [v for v in variables if "ALL" not in names and v not in names]
+        dropped = [v for v in variables if "ALL" not in {n.upper() for n in names} and v not in names]
         if dropped:
             raise SubmitError(f"{what}: the jobs would not get {', '.join(dropped)} (the variables carrying the "
                               "secret -g and --generator values kept out of the scripts); name them in it "
