@@ -230,14 +230,18 @@ def keep_secret_options(options: Mapping[str, str], argv: Sequence[str] | None =
     generator's ``argv`` flags (``--token VALUE``, ``--api-key=VALUE``, env's ``API_KEY=VALUE``): each command given
     them (run, submit) redacts their values from what it writes and prints. A flag's value of no token's shape
     reached the scorecard, generator.json, the report and diff.txt."""
-    keep_secret(value for name, value in options.items() if _ends_secret(name) and not _number(value))
+    keep_secret(value for name, value in options.items() if _named_secret(name, value))
     keep_secret(secret_flag_values(argv or ()))
+
+
+def _named_secret(name: str, value: str) -> bool:
+    return _ends_secret(name) and not _number(value)
 
 
 def secret_option(name: str, value: str) -> bool:
     """Whether a -g option's value is a secret: its name is a secret's (``keep_secret_options`` keeps it) or
     ``redact`` hides some of it. Why: ``pinbench submit`` keeps such a value out of the sbatch scripts it writes."""
-    return bool(value) and (_ends_secret(name) and not _number(value) or holds_secret(value))
+    return bool(value) and (_named_secret(name, value) or holds_secret(value))
 
 
 def secret_flag_values(argv: Sequence[str]) -> list[str]:
