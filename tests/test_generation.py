@@ -1316,6 +1316,22 @@ def test_a_misspelt_placeholder_of_a_command_generator_is_refused_before_anythin
     assert not calls.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("word", ["${out}", "--out=${out}", "${request}"])
+def test_a_placeholder_written_as_a_shell_variable_is_refused_before_anything_runs(tmp_path: Path, word: str) -> None:
+    """``--out ${out}`` was filled as '$' and the path (no shell reads the command's words): the command wrote to a
+    folder named '$' or failed, after the run began (review57)."""
+    from pinbench.core.config import RecipeError
+
+    calls = tmp_path / "calls"
+    command = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --calls {calls} {word}"
+    with pytest.raises(RecipeError) as caught:
+        _run(tmp_path / "run", command)
+    name = word.split("${")[1].rstrip("}")
+    assert str(caught.value) == (f"--generator command: ${{{name}}} is no variable (no shell reads the command's "
+                                 f"words): write {{{name}}} for the path")
+    assert not calls.exists() and list(tmp_path.iterdir()) == []
+
+
 def test_a_command_generator_that_names_no_out_is_told_so_in_its_samples_reason(tmp_path: Path) -> None:
     """``command:python gen.py`` (no ``{out}``) is never told where to write: its sample said "wrote nothing to the
     path it was given", or only the script's own usage error, and not why."""

@@ -188,6 +188,11 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"--generator command: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
                           "so a path with a space or a quote breaks the script; pass the paths as the script's "
                           f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
+    dollar = sorted({m["name"] for arg in argv for m in _BRACED.finditer(arg)
+                     if m["dollar"] and m["name"] in PLACEHOLDERS})
+    if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
+        raise RecipeError(f"--generator command: ${{{dollar[0]}}} is no variable (no shell reads the command's "
+                          f"words): write {{{dollar[0]}}} for the path")
     return argv
 
 
@@ -670,8 +675,8 @@ def _filled(arg: str, values: Mapping[str, str]) -> str:
     def one(match: re.Match[str]) -> str:
         if match["literal"]:
             return "{" + match["literal"] + "}"
-        if match["name"] in values:
-            return match["dollar"] + values[match["name"]]
+        if match["name"] in values and not match["dollar"]:
+            return values[match["name"]]
         return match[0]   # ${NAME}: the shell's
     return _BRACED.sub(one, arg)
 
