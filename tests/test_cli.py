@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -603,3 +604,17 @@ def test_a_shards_move_aside_leaves_the_run_its_shards_share(tmp_path: Path, mon
     assert merged.exit_code == 0 and json.loads((out / "scorecard.json").read_text())["status"] == "complete"
     other = runner.invoke(cli.app, [*args, "--shard", "0/2", "--checkpoint", "other"])
     assert other.exit_code == 0 and "moved the earlier run to" in other.output, other.output
+
+
+def test_a_failed_rename_is_named_by_its_target_not_its_temporary_file(tmp_path: Path, capsys) -> None:
+    """A write by temporary file and rename: the error named the temporary file (media/.<sha>.mp4.*.tmp, which no
+    one made there and which was removed), not the folder at the target that refused the rename (review57)."""
+    import typer
+
+    target = tmp_path / "media" / "a.mp4"
+    target.mkdir(parents=True)
+    temporary = tmp_path / "media" / ".a.mp4.x.tmp"
+    temporary.write_bytes(b"")
+    with pytest.raises(typer.Exit), cli._writing_to("--bundle", tmp_path):
+        os.rename(temporary, target)
+    assert capsys.readouterr().err == f"error: --bundle {tmp_path}: cannot write {target} (Is a directory)\n"
