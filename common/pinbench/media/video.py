@@ -311,14 +311,18 @@ def _stream_fps(stream: av.video.stream.VideoStream) -> float | None:
     return None
 
 
+def _is_cover(stream: av.stream.Stream) -> bool:
+    """Whether FFmpeg flags the stream an attached picture (a cover), which it lists as a one-frame video stream."""
+    return bool(stream.disposition & av.stream.Disposition.attached_pic)
+
+
 def video_stream(path: Path, container: av.container.InputContainer) -> av.video.stream.VideoStream:
     """The video stream every read takes: the first that is not a cover picture; VideoError (one line) when none is.
 
     Why: FFmpeg lists a cover (an MP4's 'covr' image, flagged an attached picture) as a one-frame video stream, first
     when the file's metadata comes before its track; taken as the video, such a file read as that one picture.
     """
-    cover = av.stream.Disposition.attached_pic
-    stream = next((s for s in container.streams.video if not s.disposition & cover), None)
+    stream = next((s for s in container.streams.video if not _is_cover(s)), None)
     if stream is None:
         raise VideoError(path, "undecodable: only a cover picture, no video stream" if container.streams.video
                          else "undecodable: no video stream")
@@ -359,7 +363,7 @@ def _declared_seconds(container: av.container.InputContainer, stream: av.video.s
     if tag := _DURATION_TAG.fullmatch(stream.metadata.get("DURATION", "")):
         return int(tag[1]) * 3600 + int(tag[2]) * 60 + float(tag[3])
     others = [s for s in container.streams if s is not stream and s.type in ("video", "audio", "subtitle")
-              and not s.disposition & av.stream.Disposition.attached_pic]
+              and not _is_cover(s)]
     return container.duration / av.time_base if container.duration is not None and not others else None
 
 
@@ -389,7 +393,7 @@ def _probe(path: Path, fd: int) -> _Probe:
         ctx = stream.codec_context
         width, height, codec = ctx.width, ctx.height, ctx.name
         container_name = container.format.name
-        video_streams = sum(not s.disposition & av.stream.Disposition.attached_pic for s in container.streams.video)
+        video_streams = sum(not _is_cover(s) for s in container.streams.video)
         cover_first = stream is not container.streams.video[0]
         fps = _stream_fps(stream)
         declared = stream.frames if stream.frames and stream.frames > 0 else None

@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -299,13 +299,12 @@ def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: d
     return argv + list(extra)
 
 
-def generator_flags(cfg: RunConfig, option: Callable[[str, str], str] = "{}={}".format) -> list[str]:
-    """``--generator`` with its ``-g`` options and time limit, as a run inside a container or job gets them;
-    ``option`` writes each -g word from its name and value (a job's script writes a secret's as a variable)."""
+def generator_flags(cfg: RunConfig) -> list[str]:
+    """``--generator`` with its ``-g`` options and time limit, as a run inside a container or job gets them."""
     if cfg.generator is None:
         return []
     argv = ["--generator", cfg.generator]
-    argv += [item for key, value in cfg.generator_options.items() for item in ("-g", option(key, value))]
+    argv += [item for key, value in cfg.generator_options.items() for item in ("-g", f"{key}={value}")]
     return argv + (["--generation-timeout", f"{cfg.generation_timeout_s:g}"] if cfg.generation_timeout_s is not None
                    else [])
 

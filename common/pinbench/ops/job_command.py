@@ -99,8 +99,7 @@ class PhaseJob:
         for name, value in self.options.items():
             argv += ["--option", f"{name}={(inputs or {}).get(name, value)}"]
         # the same generator in every job: its rollouts are reused by signature
-        generator = generator_flags(cfg, lambda name, value: self._secret_word(f"{name}={value}"))
-        argv += [*generator[:1], *map(self._secret_word, generator[1:2]), *generator[2:]]
+        argv += [self._secret_word(word) for word in generator_flags(cfg)]
         argv += list(self.phase.flags)
         argv += ["--skip-doctor"] if self.skip_doctor else []
         if cfg.shard is not None:  # the job's shell puts in the array task's index
