@@ -236,21 +236,21 @@ def test_a_run_file_nested_beyond_the_parsers_depth_is_named_or_costs_the_work_a
     naming no file)."""
     from pinbench.core.fixture_data import _stamped
     from pinbench.core.rerun import RERUN_FILE, RerunManifest
-    from pinbench.core.rundir import IDENTITY_FILE, RunDirError, read_identity, read_lock
+    from pinbench.core.rundir import IDENTITY_FILE, RunDirError, read_identity
     from pinbench.core.shard_manifest import _parse
     from pinbench.media.preview import cached_preview
     from pinbench.ops.status import _scorecard
     from pinbench.ops.submit import last_submission, submissions_path
 
     deep = "[" * 100_000 + "]" * 100_000
-    for name in (IDENTITY_FILE, RERUN_FILE, "stamp.json", "lock", "cache.json", "0-of-1.json", "scorecard.json"):
+    for name in (IDENTITY_FILE, RERUN_FILE, "stamp.json", "cache.json", "0-of-1.json", "scorecard.json"):
         (tmp_path / name).write_text(deep)
     with pytest.raises(json.JSONDecodeError, match="nested too deeply to parse"):
         files.loads_json(deep.encode())
     with pytest.raises(RunDirError, match=rf"^{tmp_path / IDENTITY_FILE}: unreadable"):
         read_identity(tmp_path)
     assert RerunManifest.read(tmp_path) is None and _stamped(tmp_path / "stamp.json", 1) is None
-    assert read_lock(tmp_path / "lock") is None and files.read_json_object(tmp_path / "cache.json") is None
+    assert files.read_json_object(tmp_path / "cache.json") is None   # a lock too (``pinbench.core.rundir``)
     manifest = tmp_path / "0-of-1.json"
     with pytest.raises(ValueError, match=rf"^{manifest}: unreadable shard manifest .*nested too deeply"):
         _parse(manifest)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import exclusive, loads_json, read_regular_text, write_atomic
+from pinbench.core.files import exclusive, read_json_object, write_atomic
 from pinbench.core.notices import notice
 
 FIXTURE_DIR = "fixture_data"   # where a --fixture run keeps its data, in its run directory
@@ -64,12 +64,8 @@ def build_once(root: Path | str, version: int | str, write: Callable[[Path], Map
 
 def _stamped(path: Path, version: int | str) -> dict[str, Any] | None:
     """The stamp's metadata when it names ``version``; None when it is absent, unreadable or another version."""
-    text = read_regular_text(path)   # missing, a directory, a FIFO, not UTF-8: rebuilt, never a hang
-    try:
-        saved = loads_json(text) if text is not None else None
-    except ValueError:  # cut short, not JSON
-        return None
-    if not isinstance(saved, dict) or saved.get("version") != version:
+    saved = read_json_object(path)   # missing, a directory, a FIFO, not UTF-8, cut short: rebuilt, never a hang
+    if saved is None or saved.get("version") != version:
         return None
     return {key: value for key, value in saved.items() if key != "version"}
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import cache_root, loads_json, read_regular_text, tree_fingerprint, write_atomic
+from pinbench.core.files import cache_root, read_json_object, tree_fingerprint, write_atomic
 from pinbench.core.provenance import holds_secret
 from pinbench.core.recipe import Recipe, library_digest
 from pinbench.core.rundir import LOCK_DIR
@@ -82,12 +82,8 @@ class RerunManifest:
     @classmethod
     def read(cls, run_dir: Path) -> RerunManifest | None:
         """The manifest in ``run_dir``, or None when there is none or it is not one this version writes."""
-        text = read_regular_text(run_dir / RERUN_FILE)
-        try:
-            data = loads_json(text) if text is not None else None
-        except ValueError:
-            return None
-        if not (isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("key"), str)
+        data = read_json_object(run_dir / RERUN_FILE)
+        if not (data is not None and data.get("version") == VERSION and isinstance(data.get("key"), str)
                 and isinstance(data.get("run_dir"), str) and isinstance(data.get("inputs"), dict)
                 and all(isinstance(k, str) and isinstance(v, str) for k, v in data["inputs"].items())
                 and isinstance(data.get("manifests"), list)

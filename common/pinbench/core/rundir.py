@@ -56,6 +56,7 @@ from pinbench.core.files import (
     no_folder_at,
     not_regular,
     open_regular,
+    read_json_object,
     read_regular_bytes,
     read_regular_text,
     shown_name,
@@ -174,12 +175,8 @@ def read_identity(out_dir: Path) -> tuple[dict[str, Any] | None, str]:
             raise RunDirError(f"{path}: expected an object with string fields {', '.join(IDENTITY_KEYS)}")
         return data, str(path)
     scorecard = out_dir / "scorecard.json"
-    text = read_regular_text(scorecard)
-    try:
-        data = loads_json(text) if text is not None else None
-    except ValueError:
-        return None, ""
-    if isinstance(data, dict) and all(isinstance(data.get(k), str) for k in IDENTITY_KEYS):
+    data = read_json_object(scorecard)
+    if data is not None and all(isinstance(data.get(k), str) for k in IDENTITY_KEYS):
         return data, str(scorecard)
     return None, ""
 
@@ -260,12 +257,8 @@ def _input_listing(path: Path) -> dict[str, int]:
 def _read_input_files(out_dir: Path) -> dict[str, tuple[str, dict[str, int]]]:
     """(fingerprint, files) of each input the listing in ``out_dir`` names; empty when there is none (a directory
     from before it) or it is not one this version writes."""
-    text = read_regular_text(out_dir / INPUT_FILES)
-    try:
-        data = loads_json(text) if text is not None else None
-    except ValueError:
-        return {}
-    if not (isinstance(data, dict) and data.get("version") == _INPUT_FILES_VERSION
+    data = read_json_object(out_dir / INPUT_FILES)
+    if not (data is not None and data.get("version") == _INPUT_FILES_VERSION
             and isinstance(data.get("options"), dict)):
         return {}
     listed = {}
@@ -491,7 +484,7 @@ def hold_named(path: Path, mode: int) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            holder = read_lock(path)
+            holder = read_json_object(path)
             raise LockHeld(f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
                            f"{' '.join(map(str, holder.get('argv') or []))}" if holder else None) from None
         try:
@@ -512,16 +505,6 @@ def _holder_text(holder: Mapping[str, Any]) -> str:
             f"({shard}: {' '.join(map(str, holder.get('argv') or [])) or '?'})")
 
 
-def read_lock(path: Path) -> dict[str, Any] | None:
-    """Who holds a lock; None when its file says nothing readable (a FIFO or a device in its place included)."""
-    text = read_regular_text(path)
-    try:
-        data = loads_json(text) if text is not None else None
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _unreadable(lock: Path) -> str:
     """A lock that names no holder, and why when it is not a file at all (a FIFO, a device)."""
     try:
@@ -536,7 +519,7 @@ def _live_locks(lock_dir: Path, *, take_over: bool = True) -> dict[str, tuple[Pa
     (``take_over``) or just left out."""
     live: dict[str, tuple[Path, dict[str, Any] | None]] = {}
     for path in sorted(lock_dir.glob("*.lock")):
-        holder = read_lock(path)
+        holder = read_json_object(path)
         reused = holder is not None and _reused_pid(holder)
         if holder is not None and (reused or process_alive(holder) is False):
             if take_over:
@@ -850,6 +833,6 @@ def discard_refused(claim: Claim) -> None:
 
 
 def _release(claim: Claim) -> None:
-    holder = read_lock(claim.lock)
+    holder = read_json_object(claim.lock)
     if holder is not None and holder.get("token") == claim.token:
         claim.lock.unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from pinbench.core.files import exclusive, loads_json, read_regular_text, sha256_fd, sha256_file, write_atomic
+from pinbench.core.files import exclusive, read_json_object, sha256_fd, sha256_file, write_atomic
 from pinbench.media.video import (
     VideoError,
     iter_frames,
@@ -96,13 +96,9 @@ class Preview:
 
 def cached_preview(cache: Path, source_sha256: str) -> Preview | None:
     """The preview of these source bytes in ``cache``, when its record and its own bytes still agree."""
-    record = read_regular_text(cache / f"{source_sha256}.json")
+    data = read_json_object(cache / f"{source_sha256}.json")
     path = cache / f"{source_sha256}.mp4"
-    try:
-        data = loads_json(record) if record is not None else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("format") != _FORMAT or data.get("source_sha256") != source_sha256:
+    if data is None or data.get("format") != _FORMAT or data.get("source_sha256") != source_sha256:
         return None
     if not path.is_file() or sha256_file(path) != data.get("sha256"):
         return None

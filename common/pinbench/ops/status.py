@@ -23,10 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.config import Shard
-from pinbench.core.files import FileError, aligned, counted, iter_finite_jsonl_file, loads_json, read_data_file
+from pinbench.core.files import (
+    FileError,
+    aligned,
+    counted,
+    iter_finite_jsonl_file,
+    loads_json,
+    read_data_file,
+    read_json_object,
+)
 from pinbench.core.provenance import printable
 from pinbench.core.run import by_reason
-from pinbench.core.rundir import LOCK_DIR, SLURM_DIR, lock_name, not_a_run_directory, process_alive, read_lock
+from pinbench.core.rundir import LOCK_DIR, SLURM_DIR, lock_name, not_a_run_directory, process_alive
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import (
     DEFAULT_SAMPLES_PATH,
@@ -170,7 +178,7 @@ def _writer(out_dir: Path) -> Writer | None:
     """The run.lock of a plain run or merge that may still be running (alive, or on another host): between its
     last finished step and its scorecard it was told to run again."""
     lock = out_dir / LOCK_DIR / f"{lock_name(None)}.lock"
-    holder = read_lock(lock) if os.path.lexists(lock) else None
+    holder = read_json_object(lock) if os.path.lexists(lock) else None
     if holder is None or (alive := process_alive(holder)) is False:
         return None
     if alive:
@@ -184,7 +192,7 @@ def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
     """Whether the process holding the shard's lock still runs; False without a lock (its process has ended). Shard
     0 of 1 is an unsharded run's too, which holds ``run.lock``: without it every live plain run showed "stopped"."""
     names = [lock_name(Shard(shard.index, shard.count)), *([lock_name(None)] if shard.count == 1 else [])]
-    alive = [process_alive(holder) if (holder := read_lock(lock)) is not None else None   # None: names no holder
+    alive = [process_alive(holder) if (holder := read_json_object(lock)) is not None else None   # None: names no holder
              for name in names if os.path.lexists(lock := out_dir / LOCK_DIR / f"{name}.lock")]
     return True if True in alive else None if None in alive else False
 
