@@ -340,6 +340,17 @@ def test_a_store_or_log_that_is_a_symlink_is_refused_in_one_line_and_never_writt
     assert (other / "samples" / "run.jsonl").read_bytes() == before
 
 
+def test_read_log_of_a_fifo_is_a_store_error_never_a_hang(tmp_path: Path) -> None:
+    """A log swapped for a FIFO after the store was listed: ``read_log`` names it in a StoreError (the one line a
+    run's readers catch), never waiting on it."""
+    run_samples(tasks(1), Square(), tmp_path, progress=False)
+    log = tmp_path / "samples" / "run.jsonl"
+    log.unlink()
+    os.mkfifo(log)
+    with pytest.raises(store.StoreError, match=re.escape(f"{log}: a FIFO (named pipe), not a regular file")):
+        within(5, lambda: store.read_log(log), fifo=log)
+
+
 def test_a_fifo_in_place_of_a_log_is_refused_by_its_writer_and_not_read_by_the_others(tmp_path: Path) -> None:
     """#30 B4: a FIFO at samples/run.jsonl hung the run (opening it for writing waits for a reader). Its writer
     refuses it in one line; another writer, and a merge, read the other logs and say this one is not read."""

@@ -289,12 +289,17 @@ def logs(samples_dir: Path | str) -> list[Path]:
     return store_files(samples_dir).logs
 
 
-def read_log(path: Path) -> tuple[bytes, FileState]:
-    """A log's bytes and its state as read (never following a symlink: a FIFO or a device is StoreError)."""
+def _open_log(path: Path) -> int:
+    """A log opened to read, never following a symlink: a FIFO or a device is StoreError."""
     try:
-        fd = open_regular(path, follow_symlinks=False)
+        return open_regular(path, follow_symlinks=False)
     except FileError as exc:
         raise StoreError(path, exc.reason) from None
+
+
+def read_log(path: Path) -> tuple[bytes, FileState]:
+    """A log's bytes and its state as read (``_open_log``)."""
+    fd = _open_log(path)
     try:
         stat = os.fstat(fd)
         state = FileState.of(stat)
@@ -599,10 +604,7 @@ def _unread(samples_dir: Path, known: Mapping[bytes, Counted]) -> tuple[StoreCon
     several: dict[str, list[int]] = {}
     pins: dict[Path, LogPin] = {}
     for log_index, path in enumerate(found.logs):
-        try:
-            fd = open_regular(path, follow_symlinks=False)
-        except FileError as exc:
-            raise StoreError(path, exc.reason) from None
+        fd = _open_log(path)
         try:
             contents.states[path] = FileState.of(os.fstat(fd))
             digest, size, lines, number, data, base = hashlib.sha256(), 0, 0, 0, b"", 0   # data: from byte base on
@@ -745,10 +747,7 @@ def sound_records(samples_dir: Path | str) -> Iterator[tuple[tuple[int, int], St
     samples_dir = Path(samples_dir)
     found = store_files(samples_dir)
     for index, path in enumerate(found.logs):
-        try:
-            fd = open_regular(path, follow_symlinks=False)
-        except FileError as exc:
-            raise StoreError(path, exc.reason) from None
+        fd = _open_log(path)
         with os.fdopen(fd, "rb", buffering=1 << 20) as fh:
             try:
                 for number, line in enumerate(fh, 1):
