@@ -71,6 +71,21 @@ def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_prob
         tasks["pipe.mp4"].path(tmp_path)
 
 
+def test_two_inputs_whose_ids_differ_only_in_unicode_composition_each_fail_by_name(tmp_path: Path) -> None:
+    # 'café' composed (NFC) and decomposed (NFD): two ids that read the same in every table and view
+    composed, decomposed = "caf\u00e9.mp4", "cafe\u0301.mp4"
+    (tmp_path / composed).write_bytes(b"1")
+    (tmp_path / decomposed).write_bytes(b"2")
+    (tmp_path / "other.mp4").write_bytes(b"3")
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    assert tasks["other.mp4"].sample_id == "other"
+    for name, other in ((composed, decomposed), (decomposed, composed)):
+        assert tasks[name].sample_id.startswith("bad-name-") and tasks[name].input is None
+        assert tasks[name].problem == (f"bad file name: its sample id is {name[:-4]!r}, as for {other!r} (composed "
+                                       "otherwise in Unicode, NFC/NFD): rename one so each input has its own id")
+
+
 def test_a_mistyped_folder_names_the_folder_beside_it(tmp_path: Path) -> None:
     """``-o videos=my_vidoes`` said only "videos directory not found", with ``my_videos`` beside it."""
     (tmp_path / "my_videos").mkdir()

@@ -773,6 +773,23 @@ def test_a_bundle_of_a_video_named_like_a_token_writes_the_token_nowhere(runs, t
         == []
 
 
+def test_a_bundle_says_which_samples_name_a_video_it_does_not_hold(runs, tmp_path: Path) -> None:
+    """A run scores a video symlinked from outside its folder; the page refuses to show it (it leads out), and the
+    bundle said only "2 of 2 samples", so a bundle sent on lacked a rollout that only its page named."""
+    videos, outside = tmp_path / "videos", tmp_path / "elsewhere.mp4"
+    videos.mkdir()
+    shutil.copyfile(runs["dd"] / "fixture_data" / "texture_right_8fps.mp4", videos / "ok.mp4")
+    shutil.copyfile(runs["dd"] / "fixture_data" / "short_8fps.mp4", outside)
+    (videos / "linked.mp4").symlink_to(outside)
+    run, dest = tmp_path / "run", tmp_path / "view"
+    _pinbench("run", "dynamic-degree", "-c", "m", "-o", f"videos={videos}", "-o", "flow=farneback", "--out", str(run))
+    done = _pinbench("view", "--bundle", str(dest), str(run))
+    assert done.stderr.splitlines()[-1] == (
+        f"bundle: 1 sample names a video or image that is not in it (each one's page says why): linked: "
+        f"{videos / 'linked.mp4'}: leads out of {videos} (to {outside})")
+    assert len(json.loads((dest / "media.json").read_text())) == 1
+
+
 def test_the_folder_holds_every_video_each_preview_made_from_the_rollouts_bytes(bundle, runs) -> None:
     everything = json.loads((bundle / "media.json").read_text())
     images = {n: e for n, e in everything.items() if n.endswith(".png")}   # the I2V conditioning images

@@ -24,6 +24,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
@@ -157,20 +158,23 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
 
     The id is :func:`sample_id` unless the name cannot give one: an id that is not valid UTF-8, longer
     than the runner allows, holds a control character or a backslash, or that two inputs share
-    (``x.mp4`` beside ``x.mkv``). Such an input fails alone with the reason, under the id
+    (``x.mp4`` beside ``x.mkv``, or ``café.mp4`` composed beside ``café.mp4`` decomposed: two ids that read the
+    same in every table). Such an input fails alone with the reason, under the id
     ``bad-name-<hash of its relative path>``; the rest of the run is not affected.
     """
     natural = [sample_id(root, v.path) for v in inputs]
-    owners: dict[str, list[str]] = {}
+    owners: dict[str, list[tuple[str, str]]] = {}   # NFC id -> (id, shown name) of each input that reads as it
     for sid, entry in zip(natural, inputs, strict=True):
-        owners.setdefault(sid, []).append(entry.shown)
+        owners.setdefault(unicodedata.normalize("NFC", sid), []).append((sid, entry.shown))
     taken = set(natural)
     out = []
     for sid, entry in zip(natural, inputs, strict=True):
         problem = sample_id_problem(sid)
-        if problem is None and len(owners[sid]) > 1:
-            others = ", ".join(repr(o) for o in owners[sid] if o != entry.shown)
-            problem = f"is {sid!r}, as for {others}: rename one so each input has its own id"
+        shared = owners[unicodedata.normalize("NFC", sid)]
+        if problem is None and len(shared) > 1:
+            others = ", ".join(repr(shown) for _, shown in shared if shown != entry.shown)
+            composed = " (composed otherwise in Unicode, NFC/NFD)" if any(o != sid for o, _ in shared) else ""
+            problem = f"is {sid!r}, as for {others}{composed}: rename one so each input has its own id"
         if problem is None:
             out.append((sid, None))
             continue

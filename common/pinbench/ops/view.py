@@ -297,10 +297,15 @@ def _write_held(view: View, dest: Path, *, copy_media: bool, progress: Callable[
     # medium name -> the run that first showed it and where, from that run's folder: a bundle is copied elsewhere,
     # where this machine's absolute paths name nothing and would tell its folder layout
     sources: dict[str, dict[str, str]] = {}
+    # sample id: problem of each video or image a page names that the bundle cannot hold, said when it is written:
+    # "bundle: 7 of 7 samples" alone sent a bundle to a co-author with a rollout missing that only its page named
+    unshown: dict[str, str] = {}
+    sample = ""
 
     def describe(run: int, item: Video | Image) -> dict[str, Any]:
         entry = media.describe(run, item)
         if "source" not in entry:   # a file it could not show: its problem says why
+            unshown.setdefault(f"{sample}: {entry['problem']}", sample)
             return entry
         name = entry["url"].removeprefix("media/")
         if not copy_media and not entry.get("preview"):
@@ -317,11 +322,21 @@ def _write_held(view: View, dest: Path, *, copy_media: bool, progress: Callable[
     for start in range(0, len(view.ids), CHUNK):
         stop = min(start + CHUNK, len(view.ids))
         # the object {"<i>": page, ...} as json.dumps writes it with COMPACT_JSON, each page encoded once
-        samples = ",".join(f'"{i}":{view.sample_json(i, describe)}' for i in range(start, stop))
+        pages = []
+        for i in range(start, stop):
+            sample = view.ids[i]
+            pages.append(f'"{i}":{view.sample_json(i, describe)}')
+        samples = ",".join(pages)
         write_if_changed(dest / "data" / f"samples-{start // CHUNK}.js",
                          _script_of(f"samples-{start // CHUNK}", "{" + samples + "}"))
         if progress:
             progress(f"{stop} of {len(view.ids)} samples")
+    if unshown and progress:
+        more = f"; and {len(unshown) - 3} more" if len(unshown) > 3 else ""
+        n = len(set(unshown.values()))
+        who = "1 sample names" if n == 1 else f"{n} samples name"
+        progress(scrub(f"{who} a video or image that is not in it (each one's page says why): "
+                       f"{'; '.join(list(unshown)[:3])}{more}"))
     listing = {}
     for name, served in sorted(media.files.items()):
         entry = {**sources[name], "source_sha256": served.sha256, "preview": served.preview}
