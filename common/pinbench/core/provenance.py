@@ -664,6 +664,16 @@ def is_secret_field(name: str) -> bool:
     return any(a in _KEY_PREFIXES and b == "key" for a, b in pairwise(parts))
 
 
+def is_secret_file(name: str) -> bool:
+    """Whether a file or folder name is a secret's: its last word is one (``_ends_secret``: ``token``,
+    ``.git-credentials``, ``private.key``), or that of its part before any '.' without the words holding a digit
+    (``credentials.json``, ``token_v2.json.bak``, Google's ``client_secret_<id>.apps.googleusercontent.com.json``).
+    Why: a file that only holds such a word names another thing (``password_reset.py``, ``passwordReset.py``,
+    ``secret_santa.py``: code about a secret, refused as a mount in either spelling before)."""
+    stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
+    return _ends_secret(name) or _ends_secret("_".join(stem))
+
+
 def _words(name: str) -> list[str]:
     """``name``'s words, lower-cased, as the secret-name checks of fields and flags read it; a camelCase name's too
     (accessToken, clientSecret: a JSON field of either kept its value, as free text's ``_NAMED_VALUE`` reads them),
