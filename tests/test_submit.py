@@ -1079,6 +1079,26 @@ def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_pa
     assert plan(plain, cwd=tmp_path, pinbench=PROGRAM).secret_env == {}
 
 
+@pytest.mark.parametrize("where", ["sbatch-arg", "environment"])
+def test_an_export_giving_a_secret_s_variable_a_value_of_its_own_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """``--export=NONE,PINBENCH_SECRET_1=other`` named the variable, so it passed the check that it is handed
+    down, and the job got 'other' in place of the secret; the refusal does not repeat 'other'."""
+    export = "NONE,PINBENCH_SECRET_1=other-value"
+    monkeypatch.delenv("SBATCH_EXPORT", raising=False)
+    if where == "environment":
+        monkeypatch.setenv("SBATCH_EXPORT", export)
+    request = Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                      generator="own", generator_options=["api_key=plain-key-9876"],
+                      sbatch_args=[f"--export={export}"] if where == "sbatch-arg" else [])
+    with pytest.raises(SubmitError) as refusal:
+        plan(request, cwd=tmp_path, pinbench=PROGRAM)
+    what = "--sbatch-arg --export" if where == "sbatch-arg" else "$SBATCH_EXPORT"
+    assert str(refusal.value) == (
+        f"{what}: it gives PINBENCH_SECRET_1 a value of its own, and the jobs would get that in place of the secret -g "
+        "or --generator value pinbench submit hands sbatch in it; name the variable without '=' or leave --export out")
+
+
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from pinbench.ops.submit import submit_plan
