@@ -7,6 +7,7 @@ test_slurm_cluster.py.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -962,6 +963,9 @@ def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, 
     sent = dict(line.split("=", 1) for line in (fake_slurm.parent / "sbatch.env").read_text().splitlines()
                 if re.match(r"PINBENCH_SECRET_\d+=", line))
     assert sent == {"PINBENCH_SECRET_1": SECRET, "PINBENCH_SECRET_2": f"https://u:{TOKEN}@host"}
+    # nor the values submit kept (secrets58): the job's run keeps its own, and sbatch handed the job this copy too
+    assert KEPT_SECRETS_ENV in os.environ and not re.search(
+        f"^{KEPT_SECRETS_ENV}=", (fake_slurm.parent / "sbatch.env").read_text(), re.MULTILINE)
     for phase in the_plan.phases:
         text = phase.script.read_text()
         assert TOKEN not in text and "plain-key-9876" not in text
