@@ -1024,6 +1024,16 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     # review57: a placeholder holding a digit is a value (a real key or password in brackets was shown whole)
     ("password=[hunter2] api_key: <sk-abc123def456>", "password=*** api_key: ***"),
     ('{"password": "$ECRET2024"}', '{"password": "***"}'),
+    # secrets58: a dotted name is code only after a token's name, never quoted; after a password's or key's name it
+    # may be a passphrase (api_key = os.environ[...] stays hidden with them: showing code is not worth that)
+    ('token = "tokenizer.eos_token" password = correct.horse.battery', 'token = "***" password = ***'),
+    ("hf_token: tok3n.value1 x api_key = os.environ['OPENAI_API_KEY']", "hf_token: *** x api_key = ***"),
+    # secrets58: headers run together (a log line glued without a line break): the first credential took the next
+    # header's name in, and the next credential was shown
+    ("Authorization: Basic a1b2c3Authorization: Bearer xyzsecret",
+     "Authorization: Basic ***Authorization: Bearer ***"),
+    ("authorization: bearer a1b2c3authorization: bearer x", "authorization: bearer ***authorization: bearer ***"),
+    ("Authorization: Bearer abcX-Api-Key: s3cr3tvalue1", "Authorization: Bearer ***X-Api-Key: ***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -1037,7 +1047,11 @@ NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TO
                    "Authorization: token expired", "Authorization: Token invalid",
                    "tokenizer=llamatok max_tokens=2048 num_tokens: 77 maxTokens=abcdefgh numTokens: 77",
                    # review56: a placeholder in single quotes (a tokenizer's special_tokens_map as Python prints it)
-                   "unk_token='<unk>' mask_token='[MASK]' {'token': '[MASK]'} password='${PASSWORD}', x"]
+                   "unk_token='<unk>' mask_token='[MASK]' {'token': '[MASK]'} password='${PASSWORD}', x",
+                   # secrets58: a tokenizer's attribute after a token's name is code (hidden as 'tokenizer.pad_token
+                   # = ***')
+                   "tokenizer.pad_token = tokenizer.eos_token token = self.tokenizer",
+                   "f(pad_token=tok.eos_token, eos_token=tok.eos_token)"]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)
@@ -1058,7 +1072,9 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
                           "'password=&' + 'a' * 100000 + '&x=1', 'password=<' + 'a ' * 50000, 'token=${' * 12500, "
                           "'token=ab1cd2,' * 7700, 'Authorization: token ' + 'a' * 100000, "
                           "\"token='<\" + 'a' * 100000, \"token='\" + \"<a>'\" * 25000, 'HFToken=' * 12500, "
-                          "'1Secret=' * 12500]") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1]
+                          "'1Secret=' * 12500, 'Authorization: Bearer ' + 'A-' * 50000 + ':', "
+                          "'token=' + 'a.' * 50000 + 'a']") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1,
+                                                               1, 1, 1, 1, 0]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:

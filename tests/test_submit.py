@@ -7,6 +7,7 @@ test_slurm_cluster.py.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -962,6 +963,9 @@ def test_secret_generator_options_reach_the_job_not_the_scripts(tmp_path: Path, 
     sent = dict(line.split("=", 1) for line in (fake_slurm.parent / "sbatch.env").read_text().splitlines()
                 if re.match(r"PINBENCH_SECRET_\d+=", line))
     assert sent == {"PINBENCH_SECRET_1": SECRET, "PINBENCH_SECRET_2": f"https://u:{TOKEN}@host"}
+    # nor the values submit kept (secrets58): the job's run keeps its own, and sbatch handed the job this copy too
+    assert KEPT_SECRETS_ENV in os.environ and not re.search(
+        f"^{KEPT_SECRETS_ENV}=", (fake_slurm.parent / "sbatch.env").read_text(), re.MULTILINE)
     for phase in the_plan.phases:
         text = phase.script.read_text()
         assert TOKEN not in text and "plain-key-9876" not in text
@@ -1043,6 +1047,16 @@ def test_a_job_started_without_the_secrets_variable_stops_in_one_line_naming_it(
             "sbatch in its environment and never writes here; run pinbench submit again\n"), proc.stderr
 
 
+def _export_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, export: str, where: str) -> Request:
+    """A request with one secret -g value whose sbatch gets ``export`` as an --sbatch-arg or in $SBATCH_EXPORT."""
+    monkeypatch.delenv("SBATCH_EXPORT", raising=False)
+    if where == "environment":
+        monkeypatch.setenv("SBATCH_EXPORT", export)
+    return Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
+                   generator="own", generator_options=["api_key=plain-key-9876"],
+                   sbatch_args=[f"--export={export}"] if where == "sbatch-arg" else [])
+
+
 @pytest.mark.parametrize(("export", "where", "refused"), [
     ("NONE", "sbatch-arg", True), ("HOME,PATH", "sbatch-arg", True), ("NONE", "environment", True),
     ("", "environment", True), ("NONE,pinbench_secret_1", "sbatch-arg", True),
@@ -1056,12 +1070,7 @@ def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_pa
     $SBATCH_EXPORT, which sbatch prefers to the script's) holds ALL or names it: on the local Slurm, --export=NONE
     and --export=HOME gave the job none, --export=NONE,PINBENCH_SECRET_1 gave it the value; --export=all and
     SBATCH_EXPORT=ALL over an --export=NONE line gave it too (both were refused), an empty SBATCH_EXPORT none."""
-    monkeypatch.delenv("SBATCH_EXPORT", raising=False)
-    if where == "environment":
-        monkeypatch.setenv("SBATCH_EXPORT", export)
-    request = Request(recipe=_generating_toy(tmp_path), shards=2, checkpoint="Toy-Nano", out=tmp_path / "run",
-                      generator="own", generator_options=["api_key=plain-key-9876"],
-                      sbatch_args=[f"--export={export}"] if where == "sbatch-arg" else [])
+    request = _export_request(tmp_path, monkeypatch, export, where)
     if not refused:
         assert plan(request, cwd=tmp_path, pinbench=PROGRAM).secret_env == {"PINBENCH_SECRET_1": "plain-key-9876"}
         # the last --export line is sbatch's, and $SBATCH_EXPORT (even empty) beats the script's lines
@@ -1077,6 +1086,21 @@ def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_pa
     # without a secret -g value nothing needs it
     plain = replace(request, generator_options=["temperature=0.5"])
     assert plan(plain, cwd=tmp_path, pinbench=PROGRAM).secret_env == {}
+
+
+@pytest.mark.parametrize("where", ["sbatch-arg", "environment"])
+def test_an_export_giving_a_secret_s_variable_a_value_of_its_own_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """``--export=NONE,PINBENCH_SECRET_1=other`` named the variable, so it passed the check that it is handed
+    down, and the job got 'other' in place of the secret; the refusal does not repeat 'other'."""
+    export = "NONE,PINBENCH_SECRET_1=other-value"
+    request = _export_request(tmp_path, monkeypatch, export, where)
+    with pytest.raises(SubmitError) as refusal:
+        plan(request, cwd=tmp_path, pinbench=PROGRAM)
+    what = "--sbatch-arg --export" if where == "sbatch-arg" else "$SBATCH_EXPORT"
+    assert str(refusal.value) == (
+        f"{what}: it gives PINBENCH_SECRET_1 a value of its own, and the jobs would get that in place of the secret -g "
+        "or --generator value pinbench submit hands sbatch in it; name the variable without '=' or leave --export out")
 
 
 def test_a_refused_finish_job_cancels_the_array_already_submitted(tmp_path: Path, fake_slurm: Path,

@@ -179,6 +179,11 @@ _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
                           r"(?!%\(|(?:'" + _PLACEHOLDER + "'|" + _PLACEHOLDER + r")(?![^\s\"'\\&,;}\]]))"
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
+# An unquoted dotted name of letters and '_' after a token's name is code, no value: a tokenizer's attribute
+# (tokenizer.pad_token = tokenizer.eos_token hid 'tokenizer.eos_token'). Only after "token" (NLP code's word for a
+# tokenizer's unit; a generated credential holds digits, hf_/ghp_ shapes are hidden by their own patterns): after a
+# password's or a key's name a dotted word may be a passphrase (correct.horse.battery.staple) and stays hidden.
+_DOTTED_NAME = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]+)+[,;)]*")   # a call's keyword argument: its "," or ")" too
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
@@ -397,14 +402,30 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
 
 
 def _hide_authorization(text: str) -> str:
-    """``text`` with each ``_AUTHORIZATION`` header's credential hidden, the header sought where its name is."""
+    """``text`` with each ``_AUTHORIZATION`` header's credential hidden, the header sought where its name is. A
+    credential ends before a header's name glued to it (``_GLUED_HEADER``: log lines run together without a line
+    break): 'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'."""
     parts, done = [], 0
     for at in sorted([*_occurrences(text, "uthorization"), *_occurrences(text, "UTHORIZATION")]):
         match = _AUTHORIZATION.match(text, at - 1) if at > done else None
         if match:
-            parts += [text[done:match.end(1)], REDACTED]
-            done = match.end()
+            end = match.end()
+            if _HEADER_COLON.match(text, end):
+                glued = _GLUED_HEADER.search(text, max(match.end(1), end - _HEADER_MOST), end)
+                end = glued.start() if glued else end
+            if end > match.end(1):
+                parts += [text[done:match.end(1)], REDACTED]
+                done = end
     return "".join([*parts, text[done:]])
+
+
+# A header's name (Title-Case words joined by '-': Authorization, X-Api-Key; or this header's own in any case)
+# ending a credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the next
+# header's name in. Sought in the credential's last 64 characters: from each of its characters, a credential of
+# 50,000 'A-' took 99 s.
+_GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z0-9]*-)*[A-Z][a-z0-9]+|AUTHORIZATION|authorization)$")
+_HEADER_MOST = 64
+_HEADER_COLON = re.compile(r"[ \t]*:")
 
 
 def _hide_named_values(text: str, lowered: str) -> str:
@@ -417,7 +438,8 @@ def _hide_named_values(text: str, lowered: str) -> str:
             value, end = value[:-1], end - 1
         ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
                 else "=" in match.group(1) or _MIXED.match(value)))
-        if not ends or _number(value):
+        if not ends or _number(value) or not quote and _DOTTED_NAME.fullmatch(value) \
+                and text[match.start():match.start() + 5].lower() == "token":
             return match.group(0)
         return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
@@ -640,6 +662,16 @@ def is_secret_field(name: str) -> bool:
     if any(p in _SECRET_FIELD_PARTS for p in parts):
         return True
     return any(a in _KEY_PREFIXES and b == "key" for a, b in pairwise(parts))
+
+
+def is_secret_file(name: str) -> bool:
+    """Whether a file or folder name is a secret's: its last word is one (``_ends_secret``: ``token``,
+    ``.git-credentials``, ``private.key``), or that of its part before any '.' without the words holding a digit
+    (``credentials.json``, ``token_v2.json.bak``, Google's ``client_secret_<id>.apps.googleusercontent.com.json``).
+    Why: a file that only holds such a word names another thing (``password_reset.py``, ``passwordReset.py``,
+    ``secret_santa.py``: code about a secret, refused as a mount in either spelling before)."""
+    stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
+    return _ends_secret(name) or _ends_secret("_".join(stem))
 
 
 def _words(name: str) -> list[str]:

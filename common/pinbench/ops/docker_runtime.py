@@ -26,7 +26,7 @@ from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
 from pinbench.core.options import OptionSpec
-from pinbench.core.provenance import is_secret_field, is_secret_name, redact
+from pinbench.core.provenance import is_secret_file, is_secret_name, redact
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
@@ -215,8 +215,8 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
             return str(target)
         source, home = target.resolve(), Path.home().resolve()
         if (home.is_relative_to(source) or source.parent == home and source.name.startswith(".")
-                or is_secret_field(source.name)
-                or source.is_dir() and any(is_secret_field(child.name) for child in source.iterdir())):
+                or is_secret_file(source.name)
+                or source.is_dir() and any(is_secret_file(child.name) for child in source.iterdir())):
             raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it is or holds your "
                               "home folder, a hidden folder of it or a secret); name the files it needs, or put them "
                               f"in {image_flag}")

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pinbench.core.provenance import KEPT_SECRETS_ENV
+
 TIMEOUT_S = 60
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
                       "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"})
@@ -81,10 +83,13 @@ def missing_client(names: Iterable[str] = ("sbatch", "scontrol", "scancel")) -> 
 
 def _run(argv: Sequence[str], timeout: float = TIMEOUT_S,
          env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``argv``'s outcome; ``env``: variables added to this process's environment for it."""
+    """``argv``'s outcome; ``env``: variables added to this process's environment for it. Never ``KEPT_SECRETS_ENV``:
+    sbatch handed it to each job (``--export=ALL``), whose ``pinbench run`` keeps the same values from its own -g
+    options and ``--generator``, so it was one more copy of every secret in the job's recorded environment."""
+    inherited = {name: value for name, value in os.environ.items() if name != KEPT_SECRETS_ENV}
     try:
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False,
-                              env={**os.environ, **env} if env else None)
+                              env={**inherited, **(env or {})})
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found on PATH (run this on a Slurm login node)") from None
     except subprocess.TimeoutExpired:

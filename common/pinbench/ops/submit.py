@@ -302,10 +302,19 @@ def _generator_secrets(generator: str) -> list[str]:
 def _check_export(request: Request, variables: Sequence[str]) -> None:
     """Refuse the ``--export`` sbatch would use that hands the jobs neither ALL nor every secret's variable: each job
     would stop at its first line. On the local Slurm 22.05 ``$SBATCH_EXPORT``, set even empty, beat the script's
-    ``--export`` lines, the last of those beat the others, and ALL was read in any case (``--export=all``)."""
+    ``--export`` lines, the last of those beat the others, and ALL was read in any case (``--export=all``). One that
+    gives a secret's variable a value of its own (``--export=NONE,PINBENCH_SECRET_1=other``) is refused too: the job
+    got that value in place of the secret. The refusal never repeats the value given (it may be a secret)."""
     given = [(f"--sbatch-arg {a!r}", a.split("=", 1)[1]) for a in request.sbatch_args if a.startswith("--export=")]
     given = [("$SBATCH_EXPORT", os.environ["SBATCH_EXPORT"])] if "SBATCH_EXPORT" in os.environ else given[-1:]
     for what, value in given:
+        valued = [name for name, equals, _ in (item.partition("=") for item in value.split(","))
+                  if equals and name in variables]
+        if valued:
+            where = "$SBATCH_EXPORT" if what == "$SBATCH_EXPORT" else "--sbatch-arg --export"
+            raise SubmitError(f"{where}: it gives {', '.join(valued)} a value of its own, and the jobs would get that "
+                              "in place of the secret -g or --generator value pinbench submit hands sbatch in it; "
+                              "name the variable without '=' or leave --export out")
         names = {item.split("=", 1)[0] for item in value.split(",")}
         dropped = [v for v in variables if "ALL" not in {n.upper() for n in names} and v not in names]
         if dropped:
