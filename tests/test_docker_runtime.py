@@ -646,12 +646,14 @@ def test_a_generator_path_that_would_hand_over_the_home_folder_or_a_secret_is_re
     ("password_reset.py", False), ("passwordReset.py", False), ("secret_santa.py", False), ("tokenizer.json", False),
     ("reset_password.py", True), ("resetPassword.py", True), ("credentials.json", True), ("hfToken", True),
     ("token_v2.json.bak", True), ("private.key", True),
-    ("client_secret_1234-a1b2.apps.googleusercontent.com.json", True)])
+    ("client_secret_1234-a1b2.apps.googleusercontent.com.json", True), ("hf_token_backup", True),
+    ("token_old.txt", True), ("secret_santa", True)])
 def test_a_generator_file_is_refused_when_named_for_a_secret_not_when_it_only_holds_the_word(
         client: FakeDockerClient, tmp_path: Path, name: str, refused: bool) -> None:
     """A file named for what it holds (its last word a secret's, but for its extensions and ids) is refused as a
     mount in snake_case and camelCase alike; code named after one (password_reset.py, passwordReset.py) holds no
-    secret value and was refused in both spellings."""
+    secret value and was refused in both spellings; any other name holding the word is (a token's copy renamed by
+    hand), the folder secret_santa too."""
     (tmp_path / name).write_text("x")
     recipe = _generating(tmp_path, client, ONE_STAGE)
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",

@@ -667,11 +667,18 @@ def is_secret_field(name: str) -> bool:
 def is_secret_file(name: str) -> bool:
     """Whether a file or folder name is a secret's: its last word is one (``_ends_secret``: ``token``,
     ``.git-credentials``, ``private.key``), or that of its part before any '.' without the words holding a digit
-    (``credentials.json``, ``token_v2.json.bak``, Google's ``client_secret_<id>.apps.googleusercontent.com.json``).
-    Why: a file that only holds such a word names another thing (``password_reset.py``, ``passwordReset.py``,
-    ``secret_santa.py``: code about a secret, refused as a mount in either spelling before)."""
+    (``credentials.json``, ``token_v2.json.bak``, Google's ``client_secret_<id>.apps.googleusercontent.com.json``);
+    and, but for source code, any word of it is (``hf_token_backup``, ``token_old``). Why: code that only holds such
+    a word is about a secret (``password_reset.py``, ``passwordReset.py``, ``secret_santa.py`` were refused as
+    mounts in either spelling), while a copy of a token renamed by hand still holds one."""
     stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
-    return _ends_secret(name) or _ends_secret("_".join(stem))
+    if _ends_secret(name) or _ends_secret("_".join(stem)):
+        return True
+    return os.path.splitext(name)[1].lower() not in _CODE_SUFFIXES and is_secret_field(name)
+
+
+_CODE_SUFFIXES = frozenset({".py", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".rs",
+                            ".go", ".java", ".rb", ".lua", ".jl"})
 
 
 def _words(name: str) -> list[str]:
