@@ -1342,9 +1342,10 @@ def test_a_command_generator_that_names_no_out_is_refused_before_the_run(tmp_pat
     calls = tmp_path / "calls"
     refused = ("--generator command: its argv names no {out}, so it is never told where to write the rollout: add "
                "{out} (a word of its own, or a shell script's argument: sh -c 'gen --out \"$1\"' sh {out})")
+    script = HELPERS / "render_generator.py"
     for words in ("--request {request}", "--out {{out}}", "--out out.mp4"):
         with pytest.raises(RecipeError) as caught:
-            _run(tmp_path / "run", f"command:{sys.executable} {HELPERS / 'render_generator.py'} --calls {calls} {words}")
+            _run(tmp_path / "run", f"command:{sys.executable} {script} --calls {calls} {words}")
         assert str(caught.value) == refused
         assert not calls.exists() and list(tmp_path.iterdir()) == []
     for told in ("sh -c 'gen --out \"$1\"' sh {out}", "gen --out={out}", "gen {request} {out}"):
