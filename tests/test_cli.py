@@ -529,9 +529,9 @@ INTERRUPT_ON_IMPORT = """
 import os, signal, sys
 
 
-class _Interrupt:   # Ctrl-C as the terminal sends it, the moment the CLI's import reaches typer
+class _Interrupt:   # Ctrl-C as the terminal sends it, the moment an import reaches MODULE
     def find_spec(self, name, path=None, target=None):
-        if name == "typer":
+        if name == "MODULE":
             sys.meta_path.remove(self)
             os.kill(os.getpid(), signal.SIGINT)
 
@@ -548,15 +548,34 @@ def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_ON_IMPORT)
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_ON_IMPORT.replace("MODULE", "typer"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "run"
-    for command in ([sys.executable, "-m", "pinbench"], [str(Path(sys.executable).with_name("pinbench"))]):
-        done = subprocess.run([*command, "run", "dynamic-degree", "--fixture", "--out", str(out)], env=env,
+    # a recipe's own python -m (an exported recipe folder's) printed the traceback still (edges58)
+    for command in ([sys.executable, "-m", "pinbench", "run", "dynamic-degree"],
+                    [str(Path(sys.executable).with_name("pinbench")), "run", "dynamic-degree"],
+                    [sys.executable, "-m", "pinbench_recipes.dynamic_degree", "run"]):
+        done = subprocess.run([*command, "--fixture", "--out", str(out)], env=env,
                               capture_output=True, text=True, timeout=120, check=False)
         assert (done.returncode, done.stderr.splitlines()) == (130, [
             "interrupted: nothing was written (pinbench was still starting); run the same command to start"]), command
         assert not out.exists()
+
+
+def test_ctrl_c_after_the_imports_before_a_commands_own_handler_is_one_line(tmp_path: Path) -> None:
+    """Ctrl-C once the CLI had imported, before ``run`` reached its handler (``_stopped_saying``: here as it imports
+    the recipe), was Typer's silent exit 130: now one line. The child sends itself SIGINT at that import."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_ON_IMPORT.replace("MODULE", "pinbench_recipes.dynamic_degree"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "pinbench", "run", "dynamic-degree", "--fixture", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stderr.splitlines()) == (130, [cli.INTERRUPTED]), done.stderr
+    assert not out.exists()
 
 
 def test_ctrl_c_while_another_process_holds_the_run_says_this_one_kept_nothing(

@@ -1332,24 +1332,24 @@ def test_a_placeholder_written_as_a_shell_variable_is_refused_before_anything_ru
     assert not calls.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_a_command_generator_that_names_no_out_is_told_so_in_its_samples_reason(tmp_path: Path) -> None:
-    """``command:python gen.py`` (no ``{out}``) is never told where to write: its sample said "wrote nothing to the
-    path it was given", or only the script's own usage error, and not why."""
-    from pinbench.ops.generation import GeneratorError, _run_command
+def test_a_command_generator_that_names_no_out_is_refused_before_the_run(tmp_path: Path) -> None:
+    """``command:python gen.py`` (no ``{out}``) is never told where to write (the request's file holds no path, and
+    no variable names it): every sample failed after the run began ("wrote nothing", or the script's usage error).
+    Refused first, in one line; ``{out}`` as a shell script's argument, or inside a word, is told."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import command_argv
 
-    hint = "its argv names no {out}, so it was never told where to write the rollout: add {out} to --generator"
-    out = tmp_path / "out.mp4"
-    for code, said in ((0, "the generator wrote nothing; "), (2, "the generator exited 2: usage: gen.py --out")):
-        argv = [sys.executable, "-c", f"print('usage: gen.py --out'); raise SystemExit({code})"]
-        with pytest.raises(GeneratorError) as caught:
-            _run_command(argv, _request(), out, 60, tmp_path / "log", tmp_path)
-        assert str(caught.value).startswith(said) and str(caught.value).endswith(hint), str(caught.value)
-    _run_command([sys.executable, "-c", "import sys; open(sys.argv[1], 'w').close()", "{out}"], _request(), out, 60,
-                 tmp_path / "log", tmp_path)   # names {out}: nothing to say (the rollout's check judges the file)
-    with pytest.raises(GeneratorError) as caught:
-        _run_command([sys.executable, "-c", "raise SystemExit(2)", "{out}"], _request(), out, 60, tmp_path / "log",
-                     tmp_path)
-    assert "{out}" not in str(caught.value)
+    calls = tmp_path / "calls"
+    refused = ("--generator command: its argv names no {out}, so it is never told where to write the rollout: add "
+               "{out} (a word of its own, or a shell script's argument: sh -c 'gen --out \"$1\"' sh {out})")
+    script = HELPERS / "render_generator.py"
+    for words in ("--request {request}", "--out {{out}}", "--out out.mp4"):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{sys.executable} {script} --calls {calls} {words}")
+        assert str(caught.value) == refused
+        assert not calls.exists() and list(tmp_path.iterdir()) == []
+    for told in ("sh -c 'gen --out \"$1\"' sh {out}", "gen --out={out}", "gen {request} {out}"):
+        assert command_argv(f"command:{told}")
 
 
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:

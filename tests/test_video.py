@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -142,7 +143,7 @@ def test_read_ahead_yields_the_frames_in_order_and_raises_where_the_stream_broke
     np.testing.assert_array_equal(np.stack(list(video.read_ahead(iter_frames(path, backend="opencv"), depth=2))),
                                   read_video(path, backend="opencv").frames)
     info = video_info(path)
-    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 1, 0)
+    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 0)
     seen = 0
     with pytest.raises(video._BackendFailure) as failure:
         for _ in video.read_ahead(video._STREAMS["opencv"](path, overstated), depth=3):
@@ -178,7 +179,7 @@ def test_every_backend_stream_reports_a_short_stream_as_truncated(make_video, na
     """Streaming never ends quietly short: the frame the container promised and the stream lacks is an error."""
     path = make_video(n_frames=10)
     info = video_info(path)
-    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 1, 0)
+    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 0)
     stream = video._STREAMS[name](path, overstated)
     with pytest.raises(video._BackendFailure) as failure:
         for _ in stream:
@@ -233,7 +234,7 @@ def test_every_backend_reports_a_short_stream_as_truncated(make_video, name):
     """The container promised more frames than the stream holds: no silent short read."""
     path = make_video(n_frames=10)
     info = video_info(path)
-    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 1, 0)
+    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 0)
     with pytest.raises(video._BackendFailure) as failure:
         video._DECODERS[name](path, overstated, [0, 12])
     assert failure.value.kind == "truncated"
@@ -500,7 +501,7 @@ def test_a_backend_failure_names_the_backend_once(make_video, monkeypatch, name)
     """The error said "undecodable: pyav: pyav: decoding failed": the wrapper and the backend both named it."""
     path = make_video(n_frames=10)
     info = video_info(path)
-    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 1, 0)
+    overstated = video._Probe(dataclasses.replace(info, n_frames=14), 0)
     monkeypatch.setattr(video, "_probe", lambda _path, fd: overstated)  # a double: the container promises 14
     with pytest.raises(VideoError) as err:
         read_video(path, [12], backend=name)
@@ -874,29 +875,34 @@ def test_a_file_holding_only_a_cover_picture_is_one_line(tmp_path: Path) -> None
     assert not is_valid_video(path, 1)
 
 
-def test_decord_refuses_a_file_with_two_video_streams(tmp_path: Path) -> None:
-    """pyav and OpenCV read the first video stream (``video_info``'s); decord picks one by its own ranking: on this
-    file (two 64x48 streams of other pixels, x264 CRF 0 then 40) it read the second, 30 frames as counted, without a
-    word. It is refused instead."""
-    path = tmp_path / "two.mp4"
-    with av.open(str(path), "w") as container:
-        streams = [container.add_stream("libx264", rate=10) for _ in range(2)]
-        for stream, crf in zip(streams, ("0", "40"), strict=True):
-            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-            stream.options = {"crf": crf}
+def test_every_read_refuses_a_file_with_two_video_streams(tmp_path: Path) -> None:
+    """pyav and OpenCV read the first video stream; decord picks one by its own ranking: on two 64x48 x264 streams it
+    read the second without a word. A Matroska file whose first track is an unflagged 1-frame MJPEG picture (as some
+    muxers write a cover) read as a 1-frame 32x24 "video" to video_info, pyav, OpenCV and decord alike. Every read
+    (and the preview, and the validity check) refuses such a file in one line naming the streams."""
+    path = tmp_path / "two.mkv"
+    with av.open(str(path), "w", format="matroska") as container:
+        picture = container.add_stream("mjpeg", rate=10)
+        picture.width, picture.height, picture.pix_fmt = 32, 24, "yuvj420p"
+        video = container.add_stream("libx264", rate=10)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        container.mux(picture.encode(av.VideoFrame.from_ndarray(np.full((24, 32, 3), 200, np.uint8), format="rgb24")))
+        container.mux(picture.encode(None))
         for i in range(30):
-            for k, stream in enumerate(streams):
-                frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i * 4 + k * 128, np.uint8), format="rgb24")
-                frame.pts = i
-                container.mux(stream.encode(frame))
-        for stream in streams:
-            container.mux(stream.encode(None))
-    first = read_video(path, backend="pyav").frames
-    assert first[:, 0, 0].max() < 128   # the first stream's pixels
-    np.testing.assert_array_equal(read_video(path, backend="opencv").frames, first)
-    with pytest.raises(VideoError) as err:
-        read_video(path, backend="decord")
-    _assert_one_line_error(err.value, path, "undecodable: decord: 2 video streams")
+            container.mux(video.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), i * 4, np.uint8),
+                                                                  format="rgb24")))
+        container.mux(video.encode(None))
+    reason = "undecodable: 2 video streams (#0 mjpeg 32x24, #1 h264 64x48): decoders differ on which is the video"
+    reads = [lambda: video_info(path), lambda: preview.probe(path)]
+    reads += [lambda b=b: read_video(path, backend=b) for b in ("pyav", "opencv")]
+    reads += [lambda b=b: list(iter_frames(path, backend=b)) for b in ("pyav", "opencv")]
+    if importlib.util.find_spec("decord"):
+        reads += [lambda: read_video(path, backend="decord"), lambda: list(iter_frames(path, backend="decord"))]
+    for read in reads:
+        with pytest.raises(VideoError) as err:
+            read()
+        _assert_one_line_error(err.value, path, reason)
+    assert not is_valid_video(path, 30)
 
 
 def test_decords_failure_on_a_narrow_frame_is_one_line_saying_so(make_video) -> None:

@@ -895,7 +895,8 @@ main(sys.argv[1:])
 def test_a_second_bundle_into_a_folder_being_written_is_refused_naming_the_first(runs, tmp_path: Path) -> None:
     """Two ``view --bundle`` into one folder at once mixed their index.html, data/ and media/, and the cleanup of
     one deleted the media of the other. The second is refused in one line naming the folder and the first's
-    process, and leaves the first's bundle whole; the record of who held it is gone from the finished bundle."""
+    process, and leaves the first's bundle whole; the lock's file is gone from the finished bundle (it stayed
+    there empty, a hidden file copied to the web server with the bundle)."""
     dest, held, release = tmp_path / "view", tmp_path / "held", tmp_path / "release"
     first = subprocess.Popen([sys.executable, "-c", HELD_BUNDLE, "view", "--bundle", str(dest), str(runs["dd"])],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -919,7 +920,28 @@ def test_a_second_bundle_into_a_folder_being_written_is_refused_naming_the_first
     assert sorted(p.name for p in (dest / "media").iterdir()) == sorted(listed)
     summary = (dest / "data" / "summary.js").read_text()
     assert "dynamic-degree" in summary and "remembench" not in summary   # the first's runs alone
-    assert [p.read_text() for p in dest.glob(".*.lock")] == [""]
+    assert list(dest.glob(".*.lock")) == []
+
+
+def test_a_lock_let_go_removes_its_file_only_while_it_is_the_one_held(tmp_path: Path) -> None:
+    """``release_named`` removes the lock's file it holds; one made in its place (by a process that took over a
+    removed one) stays, as does a file a symlink there points to."""
+    from pinbench.core.rundir import hold_named, release_named
+
+    lock = tmp_path / ".held.lock"
+    release_named(lock, hold_named(lock, 0o644))
+    assert not lock.exists()
+    fd = hold_named(lock, 0o644)
+    lock.unlink()
+    lock.write_text("another's")
+    release_named(lock, fd)
+    assert lock.read_text() == "another's"
+    lock.unlink()
+    fd = hold_named(lock, 0o644)
+    os.replace(lock, tmp_path / "target")
+    lock.symlink_to(tmp_path / "target")
+    release_named(lock, fd)
+    assert lock.is_symlink() and (tmp_path / "target").exists()
 
 
 def test_a_folder_in_a_bundles_media_is_named_and_left_as_it_is(runs, tmp_path: Path) -> None:

@@ -1357,6 +1357,10 @@ def _app_for(argv: Sequence[str]) -> typer.Typer:
     return alone
 
 
+# a Ctrl-C no command handled: what it left is the command's to judge (a fetch's finished files stay), so no claim
+INTERRUPTED = "interrupted: pinbench stopped before the command finished; run the same command to go on"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry for the ``pinbench`` script and ``python -m pinbench`` (``pinbench.__main__.start`` imports this
     module, then calls it) and for recipes' ``__main__`` modules.
@@ -1372,6 +1376,16 @@ def main(argv: list[str] | None = None) -> None:
         notice_after()   # a bad $PINBENCH_NOTICE_S stops here, in one line, not in a timer thread mid-run
         is_offline()     # a bad $PINBENCH_OFFLINE / $HF_HUB_OFFLINE too, before anything is fetched
         _app_for(sys.argv[1:] if argv is None else argv)(args=argv, prog_name="pinbench")
+    except SystemExit as exc:
+        # Typer ends a Ctrl-C no command handled (``_stopped_saying``) in a silent exit 130: its Exit(130) is caused by
+        # the KeyboardInterrupt, a handler's is not
+        if isinstance(exc.__context__, typer.Exit) and isinstance(exc.__context__.__cause__,
+                                                                             KeyboardInterrupt):
+            typer.echo(INTERRUPTED, err=True)
+        raise
+    except KeyboardInterrupt:   # before the command line is read
+        typer.echo(INTERRUPTED, err=True)
+        sys.exit(130)
     except (ValueError, RuntimeError, OSError) as exc:
         if os.environ.get("PINBENCH_DEBUG") == "1":
             raise

@@ -1,5 +1,5 @@
 """``python -m pinbench_recipes.camerabench run ...`` is ``pinbench run camerabench ...`` (also in an export)."""
 
-from pinbench.cli import recipe_main
+from pinbench.__main__ import start
 
-recipe_main("camerabench")
+start("camerabench")

@@ -1,5 +1,5 @@
 """``python -m pinbench_recipes.dynamic_degree run ...`` is ``pinbench run dynamic-degree ...`` (also in an export)."""
 
-from pinbench.cli import recipe_main
+from pinbench.__main__ import start
 
-recipe_main("dynamic-degree")
+start("dynamic-degree")

@@ -1,5 +1,5 @@
 """``python -m pinbench_recipes.mind run ...`` is ``pinbench run mind ...`` (also in an export)."""
 
-from pinbench.cli import recipe_main
+from pinbench.__main__ import start
 
-recipe_main("mind")
+start("mind")

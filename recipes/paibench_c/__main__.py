@@ -1,5 +1,5 @@
 """``python -m pinbench_recipes.paibench_c run --checkpoint Cosmos3-Nano``: the pinbench CLI with this recipe chosen."""
 
-from pinbench.cli import recipe_main
+from pinbench.__main__ import start
 
-recipe_main("paibench-c")
+start("paibench-c")

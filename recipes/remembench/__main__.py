@@ -1,5 +1,5 @@
 """``python -m pinbench_recipes.remembench run ...`` is ``pinbench run remembench ...`` (runs an exported recipe)."""
 
-from pinbench.cli import recipe_main
+from pinbench.__main__ import start
 
-recipe_main("remembench")
+start("remembench")

@@ -499,6 +499,17 @@ def hold_named(path: Path, mode: int) -> int:
         os.close(fd)
 
 
+def release_named(path: Path, fd: int) -> None:
+    """Let go of ``hold_named``'s lock: its file removed first, and only while it is still the one ``fd`` holds (one
+    waiting on it then makes a new one), so no empty lock file stays behind (a bundle is copied to a web server)."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(fd), os.lstat(path)):
+                os.unlink(path)
+    finally:
+        os.close(fd)
+
+
 def _holder_text(holder: Mapping[str, Any]) -> str:
     shard = holder.get("shard") or "unsharded"
     return (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "

@@ -21,8 +21,10 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
   above). If the header declared more frames than there are packets, or the packets end well
   before the declared duration (the video's own, never a longer audio track's), the file is reported
   ``truncated``.
-* The video is the first video stream that is not a cover picture (``video_stream``), for every read. OpenCV reads
-  the first one listed, so a file whose cover is listed first is refused to it.
+* The video is the one video stream that is not a cover picture (``video_stream``), for every read. OpenCV reads
+  the first one listed, so a file whose cover is listed first is refused to it. A file with two or more such
+  streams is refused by every read, naming them: decord picks one by its own ranking, pyav and OpenCV the first,
+  and an unflagged one-frame picture track listed first (a Matroska muxer's cover) read as a 1-frame "video".
 * A backend whose stream ends before a requested frame (or, for decord, whose index holds a different
   count) reports ``truncated``. ``is_valid_video`` decodes every frame and requires exactly that count.
 
@@ -116,7 +118,6 @@ class _Probe:
     opened the header a second time for them)."""
 
     info: VideoInfo
-    video_streams: int   # cover pictures aside
     discarded: int   # samples FFmpeg's index flags "discard" (an edit list's)
     cover_first: bool = False   # a cover picture is listed before the video (OpenCV reads the first one listed)
 
@@ -390,10 +391,14 @@ def _probe(path: Path, fd: int) -> _Probe:
         except av.error.FFmpegError as exc:
             raise VideoError(path, f"undecodable: {exc.strerror or exc}") from exc
         stream = video_stream(path, container)
+        if len(videos := [s for s in container.streams.video if not _is_cover(s)]) > 1:
+            named = ", ".join(f"#{s.index} {s.codec_context.name} {s.codec_context.width}x{s.codec_context.height}"
+                              for s in videos)
+            raise VideoError(path, f"undecodable: {len(videos)} video streams ({named}): decoders differ on which "
+                                   f"is the video")
         ctx = stream.codec_context
         width, height, codec = ctx.width, ctx.height, ctx.name
         container_name = container.format.name
-        video_streams = sum(not _is_cover(s) for s in container.streams.video)
         cover_first = stream is not container.streams.video[0]
         fps = _stream_fps(stream)
         declared = stream.frames if stream.frames and stream.frames > 0 else None
@@ -436,8 +441,8 @@ def _probe(path: Path, fd: int) -> _Probe:
             raise VideoError(path, "undecodable: no frame rate in container")
         fps = n_frames / declared_s
     duration_s = declared_s if declared_s else n_frames / fps
-    return _Probe(VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name), video_streams,
-                  discarded, cover_first)
+    return _Probe(VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name), discarded,
+                  cover_first)
 
 
 def require_backend(name: str) -> None:
@@ -454,15 +459,12 @@ def require_backend(name: str) -> None:
 
 
 def _decord_reader(path: Path, probe: _Probe):  # -> decord.VideoReader (decord has no type stubs)
-    """Decord's reader of ``path``; refused when the file has another video stream than the first (cover pictures
-    aside): decord picks one by its own ranking (it read the second of two 64x48 streams), the others the first."""
+    """Decord's reader of ``path`` (the probe has refused a file of two video streams, of which decord picks one by
+    its own ranking)."""
     require_backend("decord")
     import decord
 
     info, discarded = probe.info, probe.discarded
-    if probe.video_streams > 1:
-        raise _BackendFailure("undecodable", f"{probe.video_streams} video streams: decord may read another than the "
-                                             f"first, which pyav and OpenCV read")
     try:
         reader = decord.VideoReader(str(path), ctx=decord.cpu(0))
     except Exception as exc:  # decord raises RuntimeError, DECORDError or TVMError subclasses

@@ -13,7 +13,6 @@ pytest configuration puts on the path, as the repository's conftest.py does.
 from __future__ import annotations
 
 import ast
-import contextlib
 import errno
 import fcntl
 import fnmatch
@@ -37,7 +36,7 @@ from pinbench.core.files import (
 )
 from pinbench.core.imports import LIBRARY, library_closure
 from pinbench.core.recipe import Recipe
-from pinbench.core.rundir import LockHeld, hold_named
+from pinbench.core.rundir import LockHeld, hold_named, release_named
 
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 IGNORED = shutil.ignore_patterns(*_IGNORED_NAMES)
@@ -310,10 +309,7 @@ def _write_export(recipe: Recipe, dest: Path, *, force: bool, log: Callable[[str
     try:
         return _write_held(recipe, dest, requirements, force=force, log=log)
     finally:
-        with contextlib.suppress(FileNotFoundError):   # removed before the flock goes, and only if still its own:
-            if os.path.samestat(os.fstat(held), os.stat(_lock_of(dest))):   # one waiting on it retries on a new one
-                os.unlink(_lock_of(dest))
-        os.close(held)
+        release_named(_lock_of(dest), held)
 
 
 def _lock_of(dest: Path) -> Path:

@@ -193,6 +193,12 @@ def command_argv(spec: str) -> list[str]:
     if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
         raise RecipeError(f"--generator command: ${{{dollar[0]}}} is no variable (no shell reads the command's "
                           f"words): write {{{dollar[0]}}} for the path")
+    # the command learns where to write only from {out} (the request's file holds no path, and a rollout written
+    # elsewhere is refused): without it every sample failed, after the run began
+    if argv and not any(m["name"] == "out" for arg in argv for m in _BRACED.finditer(arg)):
+        raise RecipeError("--generator command: its argv names no {out}, so it is never told where to write the "
+                          "rollout: add {out} (a word of its own, or a shell script's argument: "
+                          "sh -c 'gen --out \"$1\"' sh {out})")
     return argv
 
 
@@ -727,15 +733,9 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
                 _stop(proc)
             finally:
                 sink.join()
-    # an argv without {out} never tells the command where to write: its failure, or its "wrote nothing to the path
-    # it was given", hid why (a script that needs --out exited 2; `command:python gen.py` wrote its own file)
-    untold = "" if any(m["name"] == "out" for arg in argv for m in _BRACED.finditer(arg)) else (
-        "; its argv names no {out}, so it was never told where to write the rollout: add {out} to --generator")
     if code != 0:
         said = f": {sink.last[:200]}" if sink.last else ""
-        raise GeneratorError(f"the generator {_ended(code)}{said} (log: {log}){untold}")
-    if untold and not os.path.lexists(out):
-        raise GeneratorError(f"the generator wrote nothing{untold}")
+        raise GeneratorError(f"the generator {_ended(code)}{said} (log: {log})")
 
 
 def _ended(code: int) -> str:

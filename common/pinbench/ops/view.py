@@ -37,7 +37,7 @@ from pinbench.core.files import (
     write_if_changed,
 )
 from pinbench.core.provenance import COMPACT_JSON, scrub
-from pinbench.core.rundir import LockHeld, hold_named
+from pinbench.core.rundir import LockHeld, hold_named, release_named
 from pinbench.ops import localweb
 from pinbench.results.view import Image, Video, View
 
@@ -257,8 +257,8 @@ def _earlier_bundle(folder: Path) -> bool:
 def _held(dest: Path) -> Iterator[None]:
     """Hold the bundle folder ``dest`` (``hold_named`` on its ``BUNDLE_LOCK``) for the block, or FileError naming the
     process that holds it, as exports into one DEST take turns: two bundles written there at once mixed their
-    index.html, data/ and media/, and the cleanup of one deleted the other's media. The record is emptied at the
-    end, as a bundle is copied anywhere."""
+    index.html, data/ and media/, and the cleanup of one deleted the other's media. The lock's file is removed at the
+    end (``release_named``), as a bundle is copied to a web server."""
     try:
         fd = hold_named(dest / BUNDLE_LOCK, creation_mode())
     except LockHeld as held:
@@ -266,9 +266,8 @@ def _held(dest: Path) -> Iterator[None]:
                               "; retry once it has ended") from None
     try:
         yield
-        os.ftruncate(fd, 0)
     finally:
-        os.close(fd)
+        release_named(dest / BUNDLE_LOCK, fd)
 
 
 def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
