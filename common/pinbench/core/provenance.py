@@ -115,7 +115,7 @@ _AUTHORIZATION = re.compile(r"((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*
                            r"(?:(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+|(?:[Tt]oken|TOKEN)[ \t]+"
                            r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
                            r"|(?=[A-Za-z0-9._~+/-]{20}))))"
-                           r"[A-Za-z0-9._~+/-]+=*")
+                           r"[A-Za-z0-9._~+/-]+(?:=+[A-Za-z0-9._~+/-]+)*=*")   # a '=' inside: a name=value glued on
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
                          r"|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
@@ -172,10 +172,9 @@ _PLACEHOLDER = r"(?:<[^<>\r\n\"'0-9]*>|\[[^\[\]\r\n\"'0-9]*\]|\$?\{[^{}\r\n\"'0-
 # "[PAD]", "hf_token": "${HF_TOKEN}") is no secret, as in free text: ``scrub`` blanked them. One holding a digit is
 # ("password": "[hunter2]", "api_key": "<sk-abc123def456>" were kept)
 _WHOLE_PLACEHOLDER = re.compile(_PLACEHOLDER)
+_SECRET_WORD = r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?|apikey|(?:api|access|private|secret)[_.-]?key)"
 _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
-                          + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))"
-                          r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?"
-                          r"|apikey|(?:api|access|private|secret)[_.-]?key)"
+                          + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))" + _SECRET_WORD +
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
                           r"(?!%\(|(?:'" + _PLACEHOLDER + "'|" + _PLACEHOLDER + r")(?![^\s\"'\\&,;}\]]))"
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
@@ -404,14 +403,19 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
 def _hide_authorization(text: str) -> str:
     """``text`` with each ``_AUTHORIZATION`` header's credential hidden, the header sought where its name is. A
     credential ends before a header's name glued to it (``_GLUED_HEADER``: log lines run together without a line
-    break): 'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'."""
+    break): 'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'. Or
+    before a secret's name ending it in any case (``_GLUED_SECRET``), which ``_hide_named_values`` then reads: 'Bearer
+    abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V (secrets59); a name=V glued on is in the credential."""
     parts, done = [], 0
     for at in sorted([*_occurrences(text, "uthorization"), *_occurrences(text, "UTHORIZATION")]):
         match = _AUTHORIZATION.match(text, at - 1) if at > done else None
         if match:
             end = match.end()
             if _HEADER_COLON.match(text, end):
-                glued = _GLUED_HEADER.search(text, max(match.end(1), end - _HEADER_MOST), end)
+                start = max(match.end(1), end - _HEADER_MOST)
+                glued = _GLUED_HEADER.search(text, start, end)
+                if not glued or not _ends_secret(glued.group()):
+                    glued = _GLUED_SECRET.search(text, start, end) or glued
                 end = glued.start() if glued else end
             if end > match.end(1):
                 parts += [text[done:match.end(1)], REDACTED]
@@ -424,6 +428,7 @@ def _hide_authorization(text: str) -> str:
 # header's name in. Sought in the credential's last 64 characters: from each of its characters, a credential of
 # 50,000 'A-' took 99 s.
 _GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z0-9]*-)*[A-Z][a-z0-9]+|AUTHORIZATION|authorization)$")
+_GLUED_SECRET = re.compile(_SECRET_WORD + "$")
 _HEADER_MOST = 64
 _HEADER_COLON = re.compile(r"[ \t]*:")
 
