@@ -675,15 +675,29 @@ def is_secret_file(name: str) -> bool:
     (``credentials.json``, ``token_v2.json.bak``, Google's ``client_secret_<id>.apps.googleusercontent.com.json``);
     and, but for source code, any word of it is (``hf_token_backup``, ``token_old``). Why: code that only holds such
     a word is about a secret (``password_reset.py``, ``passwordReset.py``, ``secret_santa.py`` were refused as
-    mounts in either spelling), while a copy of a token renamed by hand still holds one."""
+    mounts in either spelling), while a copy of a token renamed by hand still holds one. A tool's credential file or
+    folder is one whatever its words (``_SECRET_FILES``: .netrc, id_rsa, .env.local, secrets.yaml, kubeconfig,
+    stored_tokens, .ssh; a key's ``.pem``): each was mounted (secrets59); a public key (id_rsa.pub) is not."""
     stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
     if _ends_secret(name) or _ends_secret("_".join(stem)):
         return True
-    return os.path.splitext(name)[1].lower() not in _CODE_SUFFIXES and is_secret_field(name)
+    suffix, lowered = os.path.splitext(name)[1].lower(), name.lower()
+    first = lowered[:1] + lowered[1:].split(".")[0]   # .env.local: .env; secrets.yaml: secrets
+    return suffix not in _CODE_SUFFIXES and (is_secret_field(name) or suffix in _SECRET_SUFFIXES
+                                             or first in _SECRET_FILES and suffix != ".pub")
 
 
 _CODE_SUFFIXES = frozenset({".py", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".rs",
                             ".go", ".java", ".rb", ".lua", ".jl"})
+# Names (before a first '.' but a leading one) that tools keep logins, keys and tokens in: netrc and the package
+# managers' (pip, npm), Postgres', Docker's old one, htpasswd, boto's and s3cmd's, dotenv's and direnv's, SSH private
+# keys, a kubeconfig, huggingface_hub's saved tokens, a secrets file or folder, and the folders of SSH, AWS, Docker,
+# kubectl, GnuPG and the Azure CLI (a folder holding one is refused). Key and keystore files go by their suffix.
+_SECRET_FILES = frozenset({".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".dockercfg", ".htpasswd", ".boto",
+                           ".s3cfg", ".env", ".envrc", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk",
+                           "id_ed25519_sk", "kubeconfig", "stored_tokens", "secrets", ".ssh", ".aws", ".docker",
+                           ".kube", ".gnupg", ".azure"})
+_SECRET_SUFFIXES = frozenset({".pem", ".key", ".p12", ".pfx", ".ppk", ".jks", ".keystore", ".env"})
 
 
 def _words(name: str) -> list[str]:
