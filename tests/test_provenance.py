@@ -1041,6 +1041,11 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ("Authorization: Token abc123def456x-auth-token: s3cr3tvalue1 x", "Authorization: Token ***token: *** x"),
     ("Authorization: Bearer abcpassword=s3cr3tvalue1 Authorization: Basic YWJj.api_key=s3cr3tvalue1",
      "Authorization: Bearer *** Authorization: Basic ***"),
+    # secrets59: a credential's tail holding digits, or a credential of one Title-Case word, before ':' is no header
+    # (secrets58's rule showed it); a dotted value after an upper- or camel-case token's name is no code
+    ("Authorization: Bearer abcdefA0123456789abcdef0123: 401", "Authorization: Bearer ***: 401"),
+    ("Authorization: Token Ab0123456789abcdef01234567 : bad", "Authorization: Token *** : bad"),
+    ("HF_TOKEN=abc.defgh.ijk hfToken=Abc.Defgh", "HF_TOKEN=*** hfToken=***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",

@@ -416,18 +416,19 @@ def _hide_authorization(text: str) -> str:
                 glued = _GLUED_HEADER.search(text, start, end)
                 if not glued or not _ends_secret(glued.group()):
                     glued = _GLUED_SECRET.search(text, start, end) or glued
-                end = glued.start() if glued else end
-            if end > match.end(1):
-                parts += [text[done:match.end(1)], REDACTED]
-                done = end
+                end = glued.start() if glued and glued.start() > match.end(1) else end   # a name alone: the credential
+            parts += [text[done:match.end(1)], REDACTED]
+            done = end
     return "".join([*parts, text[done:]])
 
 
-# A header's name (Title-Case words joined by '-': Authorization, X-Api-Key; or this header's own in any case)
-# ending a credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the next
-# header's name in. Sought in the credential's last 64 characters: from each of its characters, a credential of
+# A header's name (Title-Case words of letters joined by '-': Authorization, X-Api-Key; or this header's own in any
+# case) ending a credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the
+# next header's name in. Letters only, and never the whole credential: a credential's tail of digits too (Bearer
+# abcdefA0123...def: 401 showed 'A0123...def') or a credential of one such word (Token Ab0123...: bad) was shown
+# (secrets59). Sought in the credential's last 64 characters: from each of its characters, a credential of
 # 50,000 'A-' took 99 s.
-_GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z0-9]*-)*[A-Z][a-z0-9]+|AUTHORIZATION|authorization)$")
+_GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z]*-)*[A-Z][a-z]+|AUTHORIZATION|authorization)$")
 _GLUED_SECRET = re.compile(_SECRET_WORD + "$")
 _HEADER_MOST = 64
 _HEADER_COLON = re.compile(r"[ \t]*:")
@@ -444,7 +445,7 @@ def _hide_named_values(text: str, lowered: str) -> str:
         ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
                 else "=" in match.group(1) or _MIXED.match(value)))
         if not ends or _number(value) or not quote and _DOTTED_NAME.fullmatch(value) \
-                and text[match.start():match.start() + 5].lower() == "token":
+                and text.startswith("token", match.start()):   # code's lower case: HF_TOKEN=abc.defgh.ijk, hidden
             return match.group(0)
         return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
