@@ -647,7 +647,12 @@ def test_a_generator_path_that_would_hand_over_the_home_folder_or_a_secret_is_re
     ("reset_password.py", True), ("resetPassword.py", True), ("credentials.json", True), ("hfToken", True),
     ("token_v2.json.bak", True), ("private.key", True),
     ("client_secret_1234-a1b2.apps.googleusercontent.com.json", True), ("hf_token_backup", True),
-    ("token_old.txt", True), ("secret_santa", True)])
+    ("token_old.txt", True), ("secret_santa", True),
+    # secrets59: a tool's credential file whatever its words (each was mounted); a model's files and a public key stay
+    *((name, True) for name in (".netrc", ".pgpass", ".npmrc", ".pypirc", "id_rsa", "id_ed25519", ".env.local",
+                                "secrets.yaml", "stored_tokens", "server.pem", "kubeconfig", ".dockercfg")),
+    *((name, False) for name in ("id_rsa.pub", "special_tokens_map.json", "tokenizer_config.json", "config.json",
+                                 "secrets.py", "environment.yaml"))])
 def test_a_generator_file_is_refused_when_named_for_a_secret_not_when_it_only_holds_the_word(
         client: FakeDockerClient, tmp_path: Path, name: str, refused: bool) -> None:
     """A file named for what it holds (its last word a secret's, but for its extensions and ids) is refused as a
@@ -663,6 +668,20 @@ def test_a_generator_file_is_refused_when_named_for_a_secret_not_when_it_only_ho
             _generate_call(recipe, cfg, client)
     else:
         assert _generate_call(recipe, cfg, client)["volumes"][str(tmp_path / name)]["mode"] == "ro"
+
+
+def test_a_generator_folder_holding_a_tool_s_credentials_is_refused(client: FakeDockerClient, tmp_path: Path) -> None:
+    """A project folder holding its .env, or a copy of a home folder's .ssh, was mounted whole (secrets59)."""
+    for held in (".env", ".ssh"):
+        folder = tmp_path / f"project{held}"
+        folder.mkdir()
+        (folder / "gen.py").write_text("x")
+        (folder / held).write_text("x")
+        recipe = _generating(tmp_path, client, ONE_STAGE)
+        cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                            generator_options={"code": str(folder)}, env={})
+        with pytest.raises(RecipeError, match=rf"^-g code: {re.escape(str(folder))} is not mounted "):
+            _generate_call(recipe, cfg, client)
 
 
 # ------------------------------------------------------------------------------------------- build

@@ -1034,6 +1034,18 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
      "Authorization: Basic ***Authorization: Bearer ***"),
     ("authorization: bearer a1b2c3authorization: bearer x", "authorization: bearer ***authorization: bearer ***"),
     ("Authorization: Bearer abcX-Api-Key: s3cr3tvalue1", "Authorization: Bearer ***X-Api-Key: ***"),
+    # secrets59: a secret's name in any case glued on (its value was shown), or a name=value (in the credential)
+    ("Authorization: Bearer abcx-api-key: s3cr3tvalue1", "Authorization: Bearer ***api-key: ***"),
+    ("authorization: bearer abcapi_key:s3cr3tvalue1", "authorization: bearer ***api_key:***"),
+    ("Authorization: Basic YWJjZGVmpassword: 's3cr3tvalue1'", "Authorization: Basic ***password: '***'"),
+    ("Authorization: Token abc123def456x-auth-token: s3cr3tvalue1 x", "Authorization: Token ***token: *** x"),
+    ("Authorization: Bearer abcpassword=s3cr3tvalue1 Authorization: Basic YWJj.api_key=s3cr3tvalue1",
+     "Authorization: Bearer *** Authorization: Basic ***"),
+    # secrets59: a credential's tail holding digits, or a credential of one Title-Case word, before ':' is no header
+    # (secrets58's rule showed it); a dotted value after an upper- or camel-case token's name is no code
+    ("Authorization: Bearer abcdefA0123456789abcdef0123: 401", "Authorization: Bearer ***: 401"),
+    ("Authorization: Token Ab0123456789abcdef01234567 : bad", "Authorization: Token *** : bad"),
+    ("HF_TOKEN=abc.defgh.ijk hfToken=Abc.Defgh", "HF_TOKEN=*** hfToken=***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -1073,8 +1085,9 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
                           "'token=ab1cd2,' * 7700, 'Authorization: token ' + 'a' * 100000, "
                           "\"token='<\" + 'a' * 100000, \"token='\" + \"<a>'\" * 25000, 'HFToken=' * 12500, "
                           "'1Secret=' * 12500, 'Authorization: Bearer ' + 'A-' * 50000 + ':', "
-                          "'token=' + 'a.' * 50000 + 'a']") == [0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1,
-                                                               1, 1, 1, 1, 0]
+                          "'token=' + 'a.' * 50000 + 'a', 'Authorization: Bearer ' + 'a=' * 50000 + ':', "
+                          "'Authorization: Bearer ' + 'secret_' * 15000 + 'key:']") == [
+        0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1, 1, 0, 1, 1]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:

@@ -1061,7 +1061,9 @@ def _export_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, export: str
     ("NONE", "sbatch-arg", True), ("HOME,PATH", "sbatch-arg", True), ("NONE", "environment", True),
     ("", "environment", True), ("NONE,pinbench_secret_1", "sbatch-arg", True),
     ("NONE,PINBENCH_SECRET_1", "sbatch-arg", False), ("ALL", "sbatch-arg", False), ("ALL", "environment", False),
-    ("all", "sbatch-arg", False), ("HOME,All", "environment", False)])
+    ("all", "sbatch-arg", False), ("HOME,All", "environment", False),
+    # secrets59: a value in it (a password redact does not know) is not repeated
+    ("NONE,DB_PW=plainpass1", "sbatch-arg", True), ("NONE,DB_PW=plainpass1", "environment", True)])
 def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch,
                                                                           export: str, where: str,
@@ -1077,12 +1079,12 @@ def test_an_export_that_drops_the_secrets_variable_is_refused_in_one_line(tmp_pa
         earlier = replace(request, sbatch_args=["--export=NONE", *request.sbatch_args])
         assert plan(earlier, cwd=tmp_path, pinbench=PROGRAM).secret_env == {"PINBENCH_SECRET_1": "plain-key-9876"}
         return
-    what = f"--sbatch-arg '--export={export}'" if where == "sbatch-arg" else "$SBATCH_EXPORT"
+    what = "--sbatch-arg --export" if where == "sbatch-arg" else "$SBATCH_EXPORT"
     with pytest.raises(SubmitError) as refusal:
         plan(request, cwd=tmp_path, pinbench=PROGRAM)
     assert str(refusal.value) == (
         f"{what}: the jobs would not get PINBENCH_SECRET_1 (the variables carrying the secret -g and --generator "
-        f"values kept out of the scripts); name them in it (--export={export},PINBENCH_SECRET_1) or leave --export out")
+        "values kept out of the scripts); add ',PINBENCH_SECRET_1' to it or leave --export out")
     # without a secret -g value nothing needs it
     plain = replace(request, generator_options=["temperature=0.5"])
     assert plan(plain, cwd=tmp_path, pinbench=PROGRAM).secret_env == {}

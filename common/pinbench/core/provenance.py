@@ -115,7 +115,7 @@ _AUTHORIZATION = re.compile(r"((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*
                            r"(?:(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+|(?:[Tt]oken|TOKEN)[ \t]+"
                            r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
                            r"|(?=[A-Za-z0-9._~+/-]{20}))))"
-                           r"[A-Za-z0-9._~+/-]+=*")
+                           r"[A-Za-z0-9._~+/-]+(?:=+[A-Za-z0-9._~+/-]+)*=*")   # a '=' inside: a name=value glued on
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
                          r"|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
@@ -172,10 +172,9 @@ _PLACEHOLDER = r"(?:<[^<>\r\n\"'0-9]*>|\[[^\[\]\r\n\"'0-9]*\]|\$?\{[^{}\r\n\"'0-
 # "[PAD]", "hf_token": "${HF_TOKEN}") is no secret, as in free text: ``scrub`` blanked them. One holding a digit is
 # ("password": "[hunter2]", "api_key": "<sk-abc123def456>" were kept)
 _WHOLE_PLACEHOLDER = re.compile(_PLACEHOLDER)
+_SECRET_WORD = r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?|apikey|(?:api|access|private|secret)[_.-]?key)"
 _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
-                          + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))"
-                          r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?"
-                          r"|apikey|(?:api|access|private|secret)[_.-]?key)"
+                          + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))" + _SECRET_WORD +
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
                           r"(?!%\(|(?:'" + _PLACEHOLDER + "'|" + _PLACEHOLDER + r")(?![^\s\"'\\&,;}\]]))"
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
@@ -404,26 +403,33 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
 def _hide_authorization(text: str) -> str:
     """``text`` with each ``_AUTHORIZATION`` header's credential hidden, the header sought where its name is. A
     credential ends before a header's name glued to it (``_GLUED_HEADER``: log lines run together without a line
-    break): 'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'."""
+    break): 'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'. Or
+    before a secret's name ending it in any case (``_GLUED_SECRET``), which ``_hide_named_values`` then reads: 'Bearer
+    abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V (secrets59); a name=V glued on is in the credential."""
     parts, done = [], 0
     for at in sorted([*_occurrences(text, "uthorization"), *_occurrences(text, "UTHORIZATION")]):
         match = _AUTHORIZATION.match(text, at - 1) if at > done else None
         if match:
             end = match.end()
             if _HEADER_COLON.match(text, end):
-                glued = _GLUED_HEADER.search(text, max(match.end(1), end - _HEADER_MOST), end)
-                end = glued.start() if glued else end
-            if end > match.end(1):
-                parts += [text[done:match.end(1)], REDACTED]
-                done = end
+                start = max(match.end(1), end - _HEADER_MOST)
+                glued = _GLUED_HEADER.search(text, start, end)
+                if not glued or not _ends_secret(glued.group()):
+                    glued = _GLUED_SECRET.search(text, start, end) or glued
+                end = glued.start() if glued and glued.start() > match.end(1) else end   # a name alone: the credential
+            parts += [text[done:match.end(1)], REDACTED]
+            done = end
     return "".join([*parts, text[done:]])
 
 
-# A header's name (Title-Case words joined by '-': Authorization, X-Api-Key; or this header's own in any case)
-# ending a credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the next
-# header's name in. Sought in the credential's last 64 characters: from each of its characters, a credential of
+# A header's name (Title-Case words of letters joined by '-': Authorization, X-Api-Key; or this header's own in any
+# case) ending a credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the
+# next header's name in. Letters only, and never the whole credential: a credential's tail of digits too (Bearer
+# abcdefA0123...def: 401 showed 'A0123...def') or a credential of one such word (Token Ab0123...: bad) was shown
+# (secrets59). Sought in the credential's last 64 characters: from each of its characters, a credential of
 # 50,000 'A-' took 99 s.
-_GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z0-9]*-)*[A-Z][a-z0-9]+|AUTHORIZATION|authorization)$")
+_GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z]*-)*[A-Z][a-z]+|AUTHORIZATION|authorization)$")
+_GLUED_SECRET = re.compile(_SECRET_WORD + "$")
 _HEADER_MOST = 64
 _HEADER_COLON = re.compile(r"[ \t]*:")
 
@@ -439,7 +445,7 @@ def _hide_named_values(text: str, lowered: str) -> str:
         ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
                 else "=" in match.group(1) or _MIXED.match(value)))
         if not ends or _number(value) or not quote and _DOTTED_NAME.fullmatch(value) \
-                and text[match.start():match.start() + 5].lower() == "token":
+                and text.startswith("token", match.start()):   # code's lower case: HF_TOKEN=abc.defgh.ijk, hidden
             return match.group(0)
         return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
@@ -670,15 +676,29 @@ def is_secret_file(name: str) -> bool:
     (``credentials.json``, ``token_v2.json.bak``, Google's ``client_secret_<id>.apps.googleusercontent.com.json``);
     and, but for source code, any word of it is (``hf_token_backup``, ``token_old``). Why: code that only holds such
     a word is about a secret (``password_reset.py``, ``passwordReset.py``, ``secret_santa.py`` were refused as
-    mounts in either spelling), while a copy of a token renamed by hand still holds one."""
+    mounts in either spelling), while a copy of a token renamed by hand still holds one. A tool's credential file or
+    folder is one whatever its words (``_SECRET_FILES``: .netrc, id_rsa, .env.local, secrets.yaml, kubeconfig,
+    stored_tokens, .ssh; a key's ``.pem``): each was mounted (secrets59); a public key (id_rsa.pub) is not."""
     stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
     if _ends_secret(name) or _ends_secret("_".join(stem)):
         return True
-    return os.path.splitext(name)[1].lower() not in _CODE_SUFFIXES and is_secret_field(name)
+    suffix, lowered = os.path.splitext(name)[1].lower(), name.lower()
+    first = lowered[:1] + lowered[1:].split(".")[0]   # .env.local: .env; secrets.yaml: secrets
+    return suffix not in _CODE_SUFFIXES and (is_secret_field(name) or suffix in _SECRET_SUFFIXES
+                                             or first in _SECRET_FILES and suffix != ".pub")
 
 
 _CODE_SUFFIXES = frozenset({".py", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".rs",
                             ".go", ".java", ".rb", ".lua", ".jl"})
+# Names (before a first '.' but a leading one) that tools keep logins, keys and tokens in: netrc and the package
+# managers' (pip, npm), Postgres', Docker's old one, htpasswd, boto's and s3cmd's, dotenv's and direnv's, SSH private
+# keys, a kubeconfig, huggingface_hub's saved tokens, a secrets file or folder, and the folders of SSH, AWS, Docker,
+# kubectl, GnuPG and the Azure CLI (a folder holding one is refused). Key and keystore files go by their suffix.
+_SECRET_FILES = frozenset({".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".dockercfg", ".htpasswd", ".boto",
+                           ".s3cfg", ".env", ".envrc", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk",
+                           "id_ed25519_sk", "kubeconfig", "stored_tokens", "secrets", ".ssh", ".aws", ".docker",
+                           ".kube", ".gnupg", ".azure"})
+_SECRET_SUFFIXES = frozenset({".pem", ".key", ".p12", ".pfx", ".ppk", ".jks", ".keystore", ".env"})
 
 
 def _words(name: str) -> list[str]:

@@ -304,23 +304,24 @@ def _check_export(request: Request, variables: Sequence[str]) -> None:
     would stop at its first line. On the local Slurm 22.05 ``$SBATCH_EXPORT``, set even empty, beat the script's
     ``--export`` lines, the last of those beat the others, and ALL was read in any case (``--export=all``). One that
     gives a secret's variable a value of its own (``--export=NONE,PINBENCH_SECRET_1=other``) is refused too: the job
-    got that value in place of the secret. The refusal never repeats the value given (it may be a secret)."""
-    given = [(f"--sbatch-arg {a!r}", a.split("=", 1)[1]) for a in request.sbatch_args if a.startswith("--export=")]
+    got that value in place of the secret. A refusal never repeats the --export given: a value in it may be a secret
+    that ``redact`` does not know (--export=NONE,DB_PW=plainpass1 was shown; MY_PASSWORD=abc12 hid the hint after it,
+    secrets59)."""
+    given = [("--sbatch-arg --export", a.split("=", 1)[1]) for a in request.sbatch_args if a.startswith("--export=")]
     given = [("$SBATCH_EXPORT", os.environ["SBATCH_EXPORT"])] if "SBATCH_EXPORT" in os.environ else given[-1:]
     for what, value in given:
         valued = [name for name, equals, _ in (item.partition("=") for item in value.split(","))
                   if equals and name in variables]
         if valued:
-            where = "$SBATCH_EXPORT" if what == "$SBATCH_EXPORT" else "--sbatch-arg --export"
-            raise SubmitError(f"{where}: it gives {', '.join(valued)} a value of its own, and the jobs would get that "
+            raise SubmitError(f"{what}: it gives {', '.join(valued)} a value of its own, and the jobs would get that "
                               "in place of the secret -g or --generator value pinbench submit hands sbatch in it; "
                               "name the variable without '=' or leave --export out")
         names = {item.split("=", 1)[0] for item in value.split(",")}
         dropped = [v for v in variables if "ALL" not in {n.upper() for n in names} and v not in names]
         if dropped:
             raise SubmitError(f"{what}: the jobs would not get {', '.join(dropped)} (the variables carrying the "
-                              "secret -g and --generator values kept out of the scripts); name them in it "
-                              f"(--export={value},{','.join(dropped)}) or leave --export out")
+                              f"secret -g and --generator values kept out of the scripts); add ',{','.join(dropped)}' "
+                              "to it or leave --export out")
 
 
 def _job_stage(stage: ContainerStage, cfg: RunConfig, generator_image: Image | None) -> ContainerStage:
