@@ -24,9 +24,9 @@ from pinbench import cli
 from pinbench.core.config import RunConfig, Shard
 from pinbench.core.rundir import (
     IDENTITY_FILE,
-    LockHeld,
     LOCK_DIR,
     TOKEN_ENV,
+    LockHeld,
     RunDirError,
     Terminated,
     _refuse_foreign,
