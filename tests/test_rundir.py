@@ -5,6 +5,7 @@ Holders run in real child processes (``_hold``), so liveness is the kernel's ans
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -25,11 +26,13 @@ from pinbench.core.rundir import (
     IDENTITY_FILE,
     LOCK_DIR,
     TOKEN_ENV,
+    LockHeld,
     RunDirError,
     Terminated,
     _refuse_foreign,
     claim_run_dir,
     discard_refused,
+    hold_named,
     lock_name,
     terminate_as_exit,
 )
@@ -806,3 +809,29 @@ def test_a_tokenless_lock_naming_this_pid_is_a_stale_one_taken_over(tmp_path: Pa
     with claim_run_dir(_cfg(out), env={}) as claim:
         assert not claim.inherited and json.loads(lock.read_text())["token"] == claim.token
     assert f"taking over the stale lock {lock}" in capsys.readouterr().err
+
+
+def test_a_lock_naming_no_possible_pid_or_a_command_that_is_no_list_is_read_never_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A lock edited by hand or written by another tool: a pid past any pid on this host made ``os.kill`` raise
+    OverflowError, a traceback from a run's claim; an ``argv`` of 5 one of "'int' object is not iterable"
+    where the holder is named. The pid names no process (the lock is stale, taken over); such an argv names no
+    command."""
+    out = tmp_path / "run"
+    with claim_run_dir(_cfg(out), env={}) as claim:
+        lock = claim.lock
+    lock.write_text(json.dumps({"pid": 2 ** 70, "host": socket.gethostname(), "started": "x", "argv": 5}))
+    with claim_run_dir(_cfg(out), env={}):
+        pass
+    assert f"taking over the stale lock {lock}: pid {2 ** 70} on {socket.gethostname()} since x (unsharded: ?)" in (
+        capsys.readouterr().err)
+    held = tmp_path / "held.lock"
+    held.write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": "x", "argv": 5}))
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(LockHeld) as refused:
+            hold_named(held, 0o644)
+        assert refused.value.who == "pid 1 on elsewhere since x: "
+    finally:
+        os.close(fd)

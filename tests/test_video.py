@@ -905,6 +905,42 @@ def test_every_read_refuses_a_file_with_two_video_streams(tmp_path: Path) -> Non
     assert not is_valid_video(path, 30)
 
 
+@pytest.mark.parametrize("fmt", ["matroska", "mp4"])
+def test_a_one_picture_track_listed_after_the_video_is_no_second_video(tmp_path: Path, fmt: str) -> None:
+    """``ffmpeg -i cover.mp4 -map 0 -c copy out.mkv`` writes the MP4's cover as a one-frame PNG track after the video,
+    without the cover flag: every read refused it as "2 video streams", though pyav, OpenCV and decord each read the
+    10-frame video (here a one-frame MJPEG track, which PyAV writes to Matroska and MP4). A one-picture track after
+    the video is no video; a second track of two pictures still is."""
+    def written(pictures: int) -> Path:
+        path = tmp_path / f"{pictures}.{'mkv' if fmt == 'matroska' else 'mp4'}"
+        with av.open(str(path), "w", format=fmt) as container:
+            video = container.add_stream("libx264", rate=10)
+            video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+            picture = container.add_stream("mjpeg", rate=10)
+            picture.width, picture.height, picture.pix_fmt = 32, 24, "yuvj420p"
+            for i in range(10):
+                container.mux(video.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * i, np.uint8),
+                                                                      format="rgb24")))
+            container.mux(video.encode(None))
+            for i in range(pictures):
+                frame = av.VideoFrame.from_ndarray(np.full((24, 32, 3), 200, np.uint8), format="rgb24")
+                frame.pts = i
+                container.mux(picture.encode(frame))
+            container.mux(picture.encode(None))
+        return path
+
+    path = written(1)
+    assert video_info(path).n_frames == 10 and preview.probe(path).n_frames == 10 and is_valid_video(path, 10)
+    for backend in ("pyav", "opencv", *(["decord"] if importlib.util.find_spec("decord") else [])):
+        frames = read_video(path, backend=backend).frames
+        np.testing.assert_allclose(frames[:, 0, 0, 0], np.arange(10) * 20, atol=1)
+    two = written(2)
+    with pytest.raises(VideoError) as err:
+        video_info(two)
+    assert err.value.reason == ("undecodable: 2 video streams (#0 h264 64x48, #1 mjpeg 32x24): decoders differ on "
+                                "which is the video")
+
+
 def test_decords_failure_on_a_narrow_frame_is_one_line_saying_so(make_video) -> None:
     """Decord 0.6.0 fails to copy some narrow frames (16 wide here; 24, 48 and 72 too) out of its buffer, whatever the
     count (one frame as of 10,000); its message carried a time and a build path. pyav and OpenCV read them."""

@@ -444,7 +444,7 @@ def process_alive(holder: Mapping[str, Any]) -> bool | None:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):   # OverflowError: past any pid_t (a lock's hand edit), no process
         return False
     except PermissionError:  # another user's live process
         pass
@@ -486,7 +486,7 @@ def hold_named(path: Path, mode: int) -> int:
             os.close(fd)
             holder = read_json_object(path)
             raise LockHeld(f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
-                           f"{' '.join(map(str, holder.get('argv') or []))}" if holder else None) from None
+                           f"{_holder_argv(holder)}" if holder else None) from None
         try:
             same = os.path.samestat(os.fstat(fd), os.lstat(path))
         except FileNotFoundError:
@@ -513,7 +513,14 @@ def release_named(path: Path, fd: int) -> None:
 def _holder_text(holder: Mapping[str, Any]) -> str:
     shard = holder.get("shard") or "unsharded"
     return (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "
-            f"({shard}: {' '.join(map(str, holder.get('argv') or [])) or '?'})")
+            f"({shard}: {_holder_argv(holder) or '?'})")
+
+
+def _holder_argv(holder: Mapping[str, Any]) -> str:
+    """A holder's command in one line; an ``argv`` that is no list (a lock's hand edit) names none: 5 was
+    "'int' object is not iterable"."""
+    argv = holder.get("argv")
+    return " ".join(map(str, argv)) if isinstance(argv, list) else ""
 
 
 def _unreadable(lock: Path) -> str:

@@ -24,7 +24,8 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
 * The video is the one video stream that is not a cover picture (``video_stream``), for every read. OpenCV reads
   the first one listed, so a file whose cover is listed first is refused to it. A file with two or more such
   streams is refused by every read, naming them: decord picks one by its own ranking, pyav and OpenCV the first,
-  and an unflagged one-frame picture track listed first (a Matroska muxer's cover) read as a 1-frame "video".
+  and an unflagged one-frame picture track listed first (a Matroska muxer's cover) read as a 1-frame "video". One
+  listed after the video is no second video (``_one_picture_each``): every reader reads the video before it.
 * A backend whose stream ends before a requested frame (or, for decord, whose index holds a different
   count) reports ``truncated``. ``is_valid_video`` decodes every frame and requires exactly that count.
 
@@ -330,6 +331,24 @@ def video_stream(path: Path, container: av.container.InputContainer) -> av.video
     return stream
 
 
+def _one_picture_each(path: Path, fd: int, streams: list[av.video.stream.VideoStream]) -> bool:
+    """Whether each of ``streams``, listed after the video, holds one picture at most (its index's count, else a
+    demux): a cover with no cover flag, as ``ffmpeg -map 0 -c copy`` writes an MP4's into Matroska, which pyav, OpenCV
+    and decord all read past: such a file was refused by every read as "2 video streams"."""
+    if all(s.frames for s in streams):
+        return all(s.frames == 1 for s in streams)
+    seen = dict.fromkeys((s.index for s in streams), 0)
+    with open_video(path, fd) as again:
+        try:
+            for packet in again.demux(*(again.streams[i] for i in seen)):
+                seen[packet.stream.index] += packet.size > 0
+                if seen[packet.stream.index] > 1:
+                    return False
+        except av.error.FFmpegError:
+            return False
+    return True
+
+
 def _count_packets(path: Path, container: av.container.InputContainer,
                    stream: av.video.stream.VideoStream) -> tuple[int, int, float | None]:
     """Count video packets by demuxing: those shown, those flagged "discard" (an edit list's: a fragmented MP4's
@@ -391,7 +410,8 @@ def _probe(path: Path, fd: int) -> _Probe:
         except av.error.FFmpegError as exc:
             raise VideoError(path, f"undecodable: {exc.strerror or exc}") from exc
         stream = video_stream(path, container)
-        if len(videos := [s for s in container.streams.video if not _is_cover(s)]) > 1:
+        videos = [s for s in container.streams.video if not _is_cover(s)]
+        if len(videos) > 1 and not _one_picture_each(path, fd, videos[1:]):
             named = ", ".join(f"#{s.index} {s.codec_context.name} {s.codec_context.width}x{s.codec_context.height}"
                               for s in videos)
             raise VideoError(path, f"undecodable: {len(videos)} video streams ({named}): decoders differ on which "
