@@ -530,7 +530,7 @@ def rollouts_check(
         _fail("--limit must be at least 1")
     with _failing(RecipeError, RequestError):
         if requests_file is not None:
-            asked = read_requests(requests_file)[:limit]
+            asked = read_requests(requests_file, recipe.name)[:limit]
             if not asked:   # a file a killed `pinbench requests` left empty: "0 of 0" passed
                 _fail(f"{requests_file}: holds no requests")
         else:
