@@ -383,3 +383,18 @@ def test_a_demo_out_that_cannot_be_a_folder_is_one_line_before_any_recipe_runs(w
     assert _main(["demo", "--recipe", "dynamic-degree", "--out", str(tmp_path / where)], capsys) == \
         said.format(tmp=tmp_path)
     assert (tmp_path / "file").read_text() == "x"
+
+
+def test_a_demo_out_that_is_a_run_directory_is_refused_before_any_recipe_runs(tmp_path: Path, capsys) -> None:
+    """The demo wrote its report over the run's report/ (index.html replaced), and logs/ and a run per recipe
+    into it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "pinbench-run.json").write_text("{}")
+    (run / "report").mkdir()
+    (run / "report" / "index.html").write_text("the run's report")
+    assert _main(["demo", "--recipe", "camerabench", "--out", str(run)], capsys) == (
+        f"error: --out {run}: a run directory; the demo writes logs/, report/ and a run per recipe there: name "
+        "another folder for the demo")
+    assert sorted(p.name for p in run.iterdir()) == ["pinbench-run.json", "report"]
+    assert (run / "report" / "index.html").read_text() == "the run's report"

@@ -160,6 +160,12 @@ def test_a_reference_is_never_recorded_from_a_scorecard_its_records_contradict(
         f"error: refusing to record from {run_dir / 'scorecard.json'}: its records say otherwise: "
         f"{run_dir / 'samples.jsonl'}: metric f1: value 0.95 in the scorecard, 0.65 recomputed from the records "
         f"(`pinbench check {run_dir}`)"]
+    (run_dir / "samples.jsonl").unlink()   # a scorecard copied alone is recorded from; a run directory's is not
+    refused = CliRunner().invoke(cli.app, args)
+    assert refused.exit_code == 2 and refused.output.splitlines() == [
+        f"error: refusing to record from {run_dir / 'scorecard.json'}: its values cannot be checked against its "
+        f"records: {run_dir / 'samples.jsonl'}: absent from the run directory (pinbench-run.json) "
+        f"(`pinbench check {run_dir}`)"]
 
 
 def test_a_run_written_by_the_finish_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:

@@ -315,6 +315,17 @@ def test_the_readmes_agree_with_the_declarations(tmp_path: Path) -> None:
     assert result.exit_code == 0, f"run `pinbench docs`: {result.output}"
 
 
+@pytest.mark.parametrize("root", ["elsewhere", "file", "absent"])
+def test_docs_check_of_a_folder_with_no_tables_fails_naming_it(root: str, tmp_path: Path) -> None:
+    # `pinbench docs --check` outside a checkout (or --root mistyped, or a file) checked nothing and exited 0
+    from pinbench.ops.docs import sync_tables
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=f"^{tmp_path / root}: no docs/ folder and no recipe README under it"):
+        sync_tables(tmp_path / root, write=False)
+
+
 def test_a_run_with_the_no_download_options_is_told_apart(tmp_path: Path) -> None:
     """``no_download`` is read, not only shown: a literal value must be the option's, a value in capitals (DIR) any
     value given; the fetch command and the docker runtime's stages ask ``downloads_nothing``."""

@@ -175,10 +175,14 @@ def test_rollouts_check_counts_rollouts_not_text_before_a_colon(tmp_path: Path) 
     assert f"{folder / 't2v.001.mp4'}: no rollout (the generator wrote nothing there)" in lines
     (folder / "t2v_001.mp4").rename(folder / "T2V-001.mp4")
     (tmp_path / "empty.jsonl").write_text("")
-    for args, says in ((["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
-                       (["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),
-                       (["--requests", str(requests), "--limit", "-2"], "--limit must be at least 1")):
-        result = runner.invoke(cli.app, ["rollouts", "check", "remembench", str(folder), *args])
+    for recipe, args, says in (
+            ("remembench", ["--requests", str(tmp_path / "empty.jsonl")], "empty.jsonl: holds no requests"),
+            ("remembench", ["--requests", str(requests), "--limit", "0"], "--limit must be at least 1"),
+            ("remembench", ["--requests", str(requests), "--limit", "-2"], "--limit must be at least 1"),
+            # another recipe's requests passed as mind's: "1 of 3 rollouts is what its request asks for"
+            ("mind", ["--requests", str(requests)],
+             f"{requests}: request 't2v-000' is one of remembench's requests, not mind's")):
+        result = runner.invoke(cli.app, ["rollouts", "check", recipe, str(folder), *args])
         assert result.exit_code == 2 and result.output.strip().startswith("error: ") and says in result.output
 
 

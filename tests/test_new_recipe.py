@@ -187,3 +187,23 @@ def test_a_dest_that_is_not_where_recipes_are_found_is_refused(tmp_path: Path) -
     with pytest.raises(RecipeError, match=f"^--dest {tmp_path}: not where pinbench_recipes is imported from"):
         new_recipe(NAME, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_its_python_files_lint_with_the_longest_name_allowed(tmp_path: Path) -> None:
+    # a 38-letter name (64 are allowed) wrote docstrings of 127 to 140 characters, and ruff failed on its new folder
+    from pinbench.core.names import RECIPE_NAME_CHARS, recipe_name_problem
+    from pinbench.ops.newrecipe import FILES, TEMPLATE, _render
+
+    name = ("a-b" * RECIPE_NAME_CHARS)[:RECIPE_NAME_CHARS - 1] + "c"
+    assert len(name) == RECIPE_NAME_CHARS and recipe_name_problem(name) is None
+    package = name.replace("-", "_")
+    values = {"name": name, "package": package, "date": "2026-01-01", "base_image": "python@sha256:" + "0" * 64}
+    for template, relative in FILES.items():
+        if relative.endswith(".py"):
+            path = tmp_path / relative.format(package=package)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_render((TEMPLATE / template).read_text(encoding="utf-8"), values), encoding="utf-8")
+    lint = subprocess.run([str(Path(sys.executable).parent / "ruff"), "check", "--no-cache", "--config",
+                           str(REPO / "pyproject.toml"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert lint.returncode == 0, lint.stdout

@@ -171,3 +171,14 @@ def test_cli_dry_run_shows_the_arithmetic_and_writes_nothing(tmp_path: Path, mon
     assert "dry run" in result.output and not out.exists()
     result = runner.invoke(cli.app, ["record-reference", *map(str, paths), "--out", str(out), "--tier", "cross_hw"])
     assert result.exit_code == 0 and out.is_file()
+
+
+def test_a_fixture_run_with_limit_never_becomes_the_fixture_reference(toy: Any) -> None:
+    # was written as references/fixture.yaml of 2 samples "from 1 complete fixture run": every whole fixture run then
+    # a MISMATCH against it (a --limit run of a checkpoint is a smoke run, with a .smoke.yaml of its own)
+    card = dataclasses.replace(run_card(0.8, stamp="2026-01-01T00:00:00Z", n=2), mode="fixture", config={"limit": 2})
+    with pytest.raises(ValueError, match=r"refusing to record a reference from run 1 .*: a --limit 2 run of the "
+                                         "fixture"):
+        propose_reference([card], recipe=toy, tier="same_hw")
+    smoke = dataclasses.replace(card, mode="smoke")
+    assert propose_reference([smoke], recipe=toy, tier="same_hw").data["n_samples"] == 2

@@ -530,7 +530,7 @@ def rollouts_check(
         _fail("--limit must be at least 1")
     with _failing(RecipeError, RequestError):
         if requests_file is not None:
-            asked = read_requests(requests_file)[:limit]
+            asked = read_requests(requests_file, recipe.name)[:limit]
             if not asked:   # a file a killed `pinbench requests` left empty: "0 of 0" passed
                 _fail(f"{requests_file}: holds no requests")
         else:
@@ -1314,12 +1314,17 @@ def _refuse_unwritable(out: Path) -> None:
     others after it)."""
     from pinbench.core.files import blocking_parent, no_folder_at
     from pinbench.core.provenance import container_state
+    from pinbench.core.rundir import IDENTITY_FILE
     from pinbench.ops.writable import writable_problems
 
     if (kind := no_folder_at(out)) is not None:
         _fail(f"--out {out}: {kind}, not a folder; name a folder for the demo")
     if (blocked := blocking_parent(out)) is not None:
         _fail(f"--out {out}: {blocked[0]} is {blocked[1]}, not a folder")
+    if any(os.path.lexists(out / name) for name in (IDENTITY_FILE, "scorecard.json")):   # its report/ was replaced
+        # by the demo's (not not_a_run_directory: it reads shards one folder down, as a demo folder holds them)
+        _fail(f"--out {out}: a run directory; the demo writes logs/, report/ and a run per recipe there: name "
+              "another folder for the demo")
     problems = writable_problems(out, in_container=container_state()["in_container"])
     for line in problems:
         typer.echo(f"error: {line}", err=True)

@@ -28,6 +28,7 @@ from typing import Any
 
 from pinbench.core.files import (
     FileError,
+    blocking_parent,
     loads_finite_json,
     open_regular,
     read_data_file,
@@ -268,6 +269,8 @@ class AnnotationStore:
         self.order = list(rollouts)
         for path, what in ((self.out, "annotations file"), (self.sidecar, "sidecar")):
             _regular_or_absent(path, what)
+        if (blocked := blocking_parent(self.out)) is not None:   # mkdir said "[Errno 17] File exists: '<it>'"
+            raise AnnotationError(f"{self.out}: {blocked[0]} is {blocked[1]}, not a folder")
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self._lock = self._acquire()
         for path in (self.out, self.sidecar):  # a save killed between its temporary file and the rename: no writer now

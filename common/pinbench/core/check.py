@@ -186,10 +186,13 @@ def check_run(run_dir: Path | str) -> CheckResult:
 def values_check(run_dir: Path, card: Scorecard) -> CheckResult:
     """What ``check_run`` finds between a scorecard and the records beside it (the samples and derived files, every
     count and value recomputed); no problems when they agree, or when its samples file is not there (a scorecard
-    copied alone). Its ``unread`` tells a records file that is missing from records that disagree. Why:
-    ``record-reference`` took a value edited in scorecard.json as the reference's."""
+    copied alone; not in a run directory, where removing it let an edited value through). Its ``unread`` tells a
+    records file that is missing from records that disagree. Why: ``record-reference`` took a value edited in
+    scorecard.json as the reference's."""
     result = CheckResult(run_dir)
     if not os.path.lexists(run_dir / card.samples.path):
+        if os.path.lexists(run_dir / IDENTITY_FILE):
+            result.cannot_read(f"{run_dir / card.samples.path}: absent from the run directory ({IDENTITY_FILE})")
         return result
     records, _ = _samples(run_dir, card, result)
     derived = _derived(run_dir, card, records, result)

@@ -418,8 +418,10 @@ def requests_text(requests: Sequence[Request]) -> str:
     return "".join(json.dumps(r.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n" for r in requests)
 
 
-def read_requests(path: Path) -> list[Request]:
-    """A requests file; RequestError naming the file and line of the first bad request or a repeated id."""
+def read_requests(path: Path, recipe: str | None = None) -> list[Request]:
+    """A requests file; RequestError naming the file and line of the first bad request or a repeated id, or the
+    first request of another recipe than ``recipe`` (when given): mind's rollouts checked against remembench's
+    requests passed as "2 of 2 rollouts are what their requests ask for"."""
     if path.exists() and not path.is_file():
         raise RequestError(f"{path}: not a regular file (a folder, FIFO or device)")
     try:
@@ -433,6 +435,8 @@ def read_requests(path: Path) -> list[Request]:
         if request.id in seen:
             raise RequestError(f"{path}: request id {request.id!r} appears twice")
         seen.add(request.id)
+        if recipe is not None and request.recipe != recipe:
+            raise RequestError(f"{path}: request {request.id!r} is one of {request.recipe}'s requests, not {recipe}'s")
         # two requests answered by one file: each was checked, and scored, on the other's rollout
         if (other := outputs.setdefault(PurePosixPath(request.output).as_posix(), request.id)) != request.id:
             raise RequestError(f"{path}: requests {other!r} and {request.id!r} both ask for {request.output}")

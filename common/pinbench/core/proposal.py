@@ -71,6 +71,10 @@ def _check_runs(cards: Sequence[Scorecard], recipe: Recipe, tier: str) -> None:
         if card.status != "complete":
             reasons = "; ".join(card.status_reasons[:3])
             raise ValueError(f"refusing to record a reference from a {card.status} scorecard of {label}: {reasons}")
+        if card.mode == "fixture" and card.config.get("limit") is not None:   # smoke runs have .smoke.yaml; a
+            # fixture run's --limit wrote fixture.yaml of fewer samples, and every whole fixture run was a MISMATCH
+            raise ValueError(f"refusing to record a reference from {label}: a --limit {card.config['limit']} run of "
+                             "the fixture; its reference is recorded from the whole fixture")
         for key in ("recipe_version", "checkpoint", "mode"):
             if getattr(card, key) != getattr(first, key):
                 raise ValueError(f"{label}: {key} {getattr(card, key)!r} differs from run 1's {getattr(first, key)!r}; "

@@ -185,6 +185,8 @@ def sync_tables(root: Path, *, write: bool) -> list[Path]:
         readme = recipe.dir / "README.md"
         if readme.resolve().is_relative_to(root.resolve()):
             targets.append((readme, recipe_tables(recipe)))
+    if not targets:   # outside a checkout (or --root mistyped), --check checked nothing and passed
+        raise ValueError(f"{root}: no docs/ folder and no recipe README under it; --root names the repository root")
     stale = []
     for path, tables in targets:
         text = path.read_text(encoding="utf-8")

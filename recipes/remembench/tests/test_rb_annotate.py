@@ -235,13 +235,16 @@ def test_marks_of_one_rollout_are_refused_for_another(tmp_path: Path) -> None:
         assert s.scene("s1").departure.frame == 1
 
 
-@pytest.mark.parametrize("problem", ["not-json", "folder", "symlink", "bad-sidecar", "frame-beyond"])
+@pytest.mark.parametrize("problem", ["not-json", "folder", "symlink", "bad-sidecar", "frame-beyond", "in-a-file"])
 def test_bad_files_are_one_line_errors_naming_them(tmp_path: Path, problem: str) -> None:
     out = tmp_path / "pairs.json"
     if problem == "not-json":
         out = tmp_path / "pairs.txt"
     elif problem == "folder":
         out.mkdir()
+    elif problem == "in-a-file":   # was "[Errno 17] File exists: '<tmp>/notes'", the annotations file unnamed
+        (tmp_path / "notes").write_text("x")
+        out = tmp_path / "notes" / "pairs.json"
     elif problem == "symlink":
         (tmp_path / "elsewhere.json").write_text("{}")
         out.symlink_to(tmp_path / "elsewhere.json")
@@ -259,7 +262,8 @@ def test_bad_files_are_one_line_errors_naming_them(tmp_path: Path, problem: str)
     message = str(err.value)
     assert "\n" not in message and (str(out) in message or str(sidecar_path(out)) in message)
     assert {"not-json": "must end in .json", "folder": "regular file", "symlink": "regular file",
-            "bad-sidecar": "invalid JSON", "frame-beyond": "outside the rollout's 100 frames"}[problem] in message
+            "bad-sidecar": "invalid JSON", "frame-beyond": "outside the rollout's 100 frames",
+            "in-a-file": f"{tmp_path / 'notes'} is a regular file, not a folder"}[problem] in message
 
 
 def test_annotator_names_are_checked(tmp_path: Path) -> None:
