@@ -13,6 +13,7 @@ import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -278,6 +279,42 @@ def test_garbage_bytes(tmp_path):
     with pytest.raises(VideoError) as err:
         read_video(path, backend="pyav")
     _assert_one_line_error(err.value, path, "undecodable: ")
+
+
+def _readers(path: Path) -> dict[str, Any]:
+    """Every reader of a video, each called on ``path``: its facts, each backend's frames, the validity check."""
+    return {"video_info": lambda: video_info(path), "preview.probe": lambda: preview.probe(path),
+            **{backend: functools.partial(read_video, path, backend=backend) for backend in BACKENDS}}
+
+
+@pytest.mark.parametrize("fmt, named", [("PNG", "png"), ("JPEG", "jpeg")])
+def test_an_image_named_mp4_is_refused_as_an_image_by_every_reader(tmp_path, fmt, named):
+    """A PNG saved as ``x.mp4``: FFmpeg's image demuxer read it as a 1-frame 25 fps video (pyav and OpenCV scored
+    it, decord said "broken metadata"); every reader now says what it is."""
+    from PIL import Image
+
+    path = tmp_path / "x.mp4"
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(path, format=fmt)
+    for reader, read in _readers(path).items():
+        with pytest.raises(VideoError) as err:
+            read()
+        assert str(err.value) == f"{path}: undecodable: an image ({named}), not a video", reader
+    assert not is_valid_video(path, 1)
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("<html>\n<head><title>403 Forbidden</title></head>\n<body>403 Forbidden</body></html>\n",
+     "'<html> <head><title>403 Forbidden</title></head> <body>403 F...'"),
+    ("Access denied\n", "'Access denied'"),
+])
+def test_a_text_file_named_mp4_says_it_starts_with_text(tmp_path, text, shown):
+    """A failed download that saved its error page as ``x.mp4`` was "Invalid data found when processing input"."""
+    path = tmp_path / "x.mp4"
+    path.write_text(text)
+    for reader, read in _readers(path).items():
+        with pytest.raises(VideoError) as err:
+            read()
+        assert str(err.value) == f"{path}: undecodable: not a video (it starts with text: {shown})", reader
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -1278,3 +1278,27 @@ def test_the_camerabench_view_of_11222_samples_opens_quickly(browser, tmp_path: 
     with capsys.disabled():
         print(f"\nCameraBench view, 11222 samples: sample table shown {shown} ms after navigation start "
               f"(browser clock), {wall:.2f} s from driver.get to shown")
+
+
+def test_a_failed_samples_video_replaced_since_is_said_not_to_be_what_failed(runs, tmp_path: Path) -> None:
+    """Run B failed on its cut ``s02-tr180.mp4``; its record keeps no digest of those bytes, so the page showed the
+    video put there since with no word, as if it were what failed."""
+    run = tmp_path / "rb-b"
+    shutil.copytree(runs["b"], run)
+    video = (run / "fixture_data/rollouts/s02-tr180.mp4").resolve()
+    error = _records(run)["s02-tr180"]["error"]
+    assert f"{video.name}: truncated: " in error
+    view = View(load_runs([run]), view_module("remembench"))
+    media = MediaStore(tmp_path / "previews")
+    cut = view.sample(view.ids.index("s02-tr180"), media.describe)["runs"][0]["rollouts"][0]
+    assert cut["problem"].startswith(f"{video}: truncated: ") and "mismatch" not in cut   # today's file says it
+    shutil.copyfile(run / "fixture_data/rollouts/t2v-000.mp4", video)
+    rollout = view.sample(view.ids.index("s02-tr180"), media.describe)["runs"][0]["rollouts"][0]
+    n_frames = read_video(video, backend="pyav").info.n_frames
+    assert rollout["mismatch"] == (f"{video} decodes now ({n_frames} frames), but the run failed on it ({error}): it "
+                                   f"holds other bytes than the run read")
+    other = media.describe(0, Video("rollout", MediaFile(video.parent, video.name), failed="RuntimeError: no memory"))
+    assert other["mismatch"] == (f"the run failed on this sample and kept no digest of the bytes it read: {video} is "
+                                 f"shown as it is now")
+    ok = view.sample(view.ids.index("t2v-000"), media.describe)["runs"][0]["rollouts"][0]
+    assert "mismatch" not in ok

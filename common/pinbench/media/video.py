@@ -408,7 +408,10 @@ def _probe(path: Path, fd: int) -> _Probe:
         try:
             container = stack.enter_context(open_video(path, fd))
         except av.error.FFmpegError as exc:
-            raise VideoError(path, f"undecodable: {exc.strerror or exc}") from exc
+            raise VideoError(path, f"undecodable: {_text_head(fd) or exc.strerror or exc}") from exc
+        if container.format.name.endswith("_pipe") or container.format.name == "image2":  # FFmpeg's still images
+            raise VideoError(path, f"undecodable: an image ({container.format.name.removesuffix('_pipe')}), "
+                                   f"not a video")
         stream = video_stream(path, container)
         videos = [s for s in container.streams.video if not _is_cover(s)]
         if len(videos) > 1 and not _one_picture_each(path, fd, videos[1:]):
@@ -463,6 +466,17 @@ def _probe(path: Path, fd: int) -> _Probe:
     duration_s = declared_s if declared_s else n_frames / fps
     return _Probe(VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name), discarded,
                   cover_first)
+
+
+def _text_head(fd: int) -> str | None:
+    """What a file FFmpeg cannot open is when it starts with text (a failed download saved an HTML error page as
+    ``x.mp4``): its first words, cut short; None when its first bytes are no text."""
+    head = os.pread(fd, 256, 0).removeprefix(b"\xef\xbb\xbf")
+    text = head.decode("utf-8", "ignore")   # a character cut at byte 256 is dropped
+    if b"\0" in head or not text.strip() or not all(c.isprintable() or c in "\t\n\r" for c in text):
+        return None
+    words = " ".join(text.split())   # lines joined: an HTML page's first line is ``<html>``, its status comes later
+    return f"not a video (it starts with text: {words[:60] + ('...' if len(words) > 60 else '')!r})"
 
 
 def require_backend(name: str) -> None:

@@ -114,6 +114,8 @@ class MediaStore:
                     if item.expected_sha256 and item.expected_sha256 != sha:
                         entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
                                              f"({item.expected_sha256[:12]}...)")
+                    elif item.failed is not None:
+                        entry["mismatch"] = _failed_on(path, facts.n_frames, item.failed)
         except (localweb.PathRefused, VideoError, OSError) as exc:
             return {**entry, "problem": str(exc)}
         name = f"{sha}{'.mp4' if preview else suffix}"
@@ -154,6 +156,16 @@ class MediaStore:
         with self.lock:
             served = self.files.get(name)
         return served if served is not None and not os.path.lexists(served.path) else None
+
+
+def _failed_on(path: Path, n_frames: int, error: str) -> str:
+    """What the page says of a video of a failed sample, whose record keeps no digest of the bytes the run read: that
+    it shows the file as it is now, and that these are not the bytes that failed when the run's reader refused this
+    file (``pinbench.media.video``'s words) and the page's reader reads it now (it was replaced since)."""
+    if re.search(rf"(^|[\s/]){re.escape(path.name)}: (empty file|truncated|undecodable|unreadable)", error):
+        return (f"{path} decodes now ({n_frames} frames), but the run failed on it ({error}): it holds other bytes "
+                f"than the run read")
+    return f"the run failed on this sample and kept no digest of the bytes it read: {path} is shown as it is now"
 
 
 def _from_run(view: View, run: int, path: Path) -> str:

@@ -19,7 +19,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
@@ -65,13 +65,16 @@ class MediaFile:
 class Video:
     """A video of a sample. ``offset_frames``: this video's frame ``offset_frames + f`` shows the moment of the
     rollout's frame ``f`` (MIND's GT continues the context from ``mark_time``); ``expected_sha256``: the bytes the
-    run scored, when its record says (the page warns when the file on disk is another)."""
+    run scored, when its record says (the page warns when the file on disk is another); ``failed``: the error of a
+    sample the run failed, whose record names no bytes (``View`` sets it: the page says the file is today's, and
+    not the one that failed when it decodes now where the run's reader did not)."""
 
     label: str
     file: MediaFile | None
     expected_sha256: str | None = None
     offset_frames: int = 0
     problem: str | None = None
+    failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -480,7 +483,8 @@ class View:
                                      "record": record.to_json() if record is not None else None}
             found = self._media(run, sample_id, record.result if record else None) if state != "absent" else None
             if found is not None:
-                entry.update(rollouts=[media(r, v) for v in found.rollouts],
+                entry.update(rollouts=[media(r, replace(v, failed=error) if state == "failed" and v.file and
+                                             not v.expected_sha256 else v) for v in found.rollouts],
                              markers=[vars(m) for m in found.markers], spans=[vars(s) for s in found.spans],
                              series=[{**vars(s), "frames": list(s.frames), "values": list(s.values)}
                                      for s in found.series], problems=list(found.problems))
