@@ -166,6 +166,12 @@ def test_a_reference_is_never_recorded_from_a_scorecard_its_records_contradict(
         f"error: refusing to record from {run_dir / 'scorecard.json'}: its values cannot be checked against its "
         f"records: {run_dir / 'samples.jsonl'}: absent from the run directory (pinbench-run.json) "
         f"(`pinbench check {run_dir}`)"]
+    _edit_json(run_dir / "scorecard.json", lambda d: d["samples"].update(path=None))   # a TypeError traceback
+    refused = CliRunner().invoke(cli.app, args)
+    assert refused.exit_code == 2 and refused.output.splitlines() == [
+        f"error: refusing to record from {run_dir / 'scorecard.json'}: its values cannot be checked against its "
+        f"records: {run_dir / 'scorecard.json'}: names no per-sample file (samples.path is null) "
+        f"(`pinbench check {run_dir}`)"]
 
 
 def test_a_run_written_by_the_finish_is_clean_and_lists_unverified_inputs(run_dir: Path) -> None:
@@ -728,6 +734,9 @@ def test_a_scorecard_a_rerun_kept_aside_is_checked_against_its_records_alone(run
     second = aside.with_name(f"{aside.name}-2")   # the name of a second aside within that second
     shutil.copytree(aside, second)
     assert [p for p in check_run(second).problems if "metric f1: value 0.123 in the scorecard" in p]
+    _edit_json(second / "scorecard.json", lambda card: card["samples"].update(path=None))   # was a TypeError
+    assert check_run(second).problems == [
+        f"{second / 'scorecard.json'}: names no per-sample file (samples.path is null)"]
     assert not [p for p in check_run(second).problems if p.endswith("(every run writes its report)")]
     shutil.copy(run_dir / "pinbench-run.json", aside)   # a run given that folder as --out: checked as one
     assert [p for p in check_run(aside).problems if p.endswith("(every run writes its report)")]

@@ -190,7 +190,7 @@ def values_check(run_dir: Path, card: Scorecard) -> CheckResult:
     records file that is missing from records that disagree. Why: ``record-reference`` took a value edited in
     scorecard.json as the reference's."""
     result = CheckResult(run_dir)
-    if not os.path.lexists(run_dir / card.samples.path):
+    if card.samples.path and not os.path.lexists(run_dir / card.samples.path):   # a null path: _samples names it
         if os.path.lexists(run_dir / IDENTITY_FILE):
             result.cannot_read(f"{run_dir / card.samples.path}: absent from the run directory ({IDENTITY_FILE})")
         return result
