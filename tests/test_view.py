@@ -1302,3 +1302,9 @@ def test_a_failed_samples_video_replaced_since_is_said_not_to_be_what_failed(run
                                  f"shown as it is now")
     ok = view.sample(view.ids.index("t2v-000"), media.describe)["runs"][0]["rollouts"][0]
     assert "mismatch" not in ok
+    # MIND's GT and rollout are both video.mp4: a sample failed on its cut GT said the rollout was replaced since
+    (tmp_path / "gen/front/t1").mkdir(parents=True)
+    shutil.copyfile(video, tmp_path / "gen/front/t1/video.mp4")
+    gt_cut = f"VideoError: /gt/front/test/t1/video.mp4: truncated: {error.split(': truncated: ', 1)[1]}"
+    rollout = media.describe(0, Video("rollout", MediaFile(tmp_path / "gen", "front/t1/video.mp4"), failed=gt_cut))
+    assert rollout["mismatch"].startswith("the run failed on this sample and kept no digest of the bytes it read")

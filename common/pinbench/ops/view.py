@@ -19,7 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
@@ -115,7 +115,7 @@ class MediaStore:
                         entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
                                              f"({item.expected_sha256[:12]}...)")
                     elif item.failed is not None:
-                        entry["mismatch"] = _failed_on(path, facts.n_frames, item.failed)
+                        entry["mismatch"] = _failed_on(path, item.file.relative, facts.n_frames, item.failed)
         except (localweb.PathRefused, VideoError, OSError) as exc:
             return {**entry, "problem": str(exc)}
         name = f"{sha}{'.mp4' if preview else suffix}"
@@ -158,11 +158,13 @@ class MediaStore:
         return served if served is not None and not os.path.lexists(served.path) else None
 
 
-def _failed_on(path: Path, n_frames: int, error: str) -> str:
+def _failed_on(path: Path, relative: str, n_frames: int, error: str) -> str:
     """What the page says of a video of a failed sample, whose record keeps no digest of the bytes the run read: that
     it shows the file as it is now, and that these are not the bytes that failed when the run's reader refused this
-    file (``pinbench.media.video``'s words) and the page's reader reads it now (it was replaced since)."""
-    if re.search(rf"(^|[\s/]){re.escape(path.name)}: (empty file|truncated|undecodable|unreadable)", error):
+    file (``pinbench.media.video``'s words, naming it by its ``relative`` path under its root: MIND's GT and rollout
+    are both video.mp4) and the page's reader reads it now (it was replaced since)."""
+    named = re.escape(PurePosixPath(relative).as_posix())
+    if re.search(rf"(^|[\s/]){named}: (empty file|truncated|undecodable|unreadable)", error):
         return (f"{path} decodes now ({n_frames} frames), but the run failed on it ({error}): it holds other bytes "
                 f"than the run read")
     return f"the run failed on this sample and kept no digest of the bytes it read: {path} is shown as it is now"
