@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from pinbench import cli
 from pinbench.core.provenance import collect_provenance
 from pinbench.core.recipe import get_recipe
-from pinbench.core.runner import SampleRecord
+from pinbench.core.runner import SampleRecord, write_records
 from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 
 
@@ -36,6 +36,7 @@ def _complete_scorecard(tmp_path: Path) -> Path:
         metrics=[Spec("f1"), Spec("err", aggregation="median")], records=records, n_expected=3,
         provenance=collect_provenance(pins={}), config={"limit": 3}, timings={"score": 1.0},
     )
+    write_records(records, tmp_path / "samples.jsonl")
     return write_scorecard(card, tmp_path / "scorecard.json")
 
 
@@ -49,6 +50,7 @@ def _dynamic_degree_scorecard(tmp_path: Path, values: tuple[float, ...] = (0.5, 
         metrics=[MetricSpec("dynamic_degree").with_info(recipe.metric_info("dynamic_degree"))], records=records,
         n_expected=len(records), provenance=collect_provenance(pins={}), config={"limit": 3}, timings={"score": 1.0},
     )
+    write_records(records, tmp_path / "samples.jsonl")
     return write_scorecard(card, tmp_path / "scorecard.json")
 
 
@@ -435,6 +437,17 @@ def test_diff_and_report_take_a_run_directory_as_check_table_compare_and_view_do
     empty.mkdir()
     missing = runner.invoke(cli.app, ["diff", str(empty)])
     assert str(missing.exception) == f"{empty / 'scorecard.json'}: file not found"   # main() prints it, one line
+
+
+def test_a_report_of_a_run_without_its_samples_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """A run whose samples.jsonl was removed was reported, exit 0, on a page that said only "No per-sample records
+    given." where check, compare and view name the missing file: report names it too, in one line, exit 2."""
+    card = _dynamic_degree_scorecard(tmp_path / "run")
+    (tmp_path / "run" / "samples.jsonl").unlink()
+    result = runner.invoke(cli.app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 2 and not (tmp_path / "report").exists()
+    assert result.output == (f"error: {card.parent / 'samples.jsonl'}: not a file; it holds the per-sample records "
+                             "the scorecard names (needed here)\n")
 
 
 SLOW_SAMPLES = '''

@@ -876,16 +876,21 @@ def _scorecards_recipe(paths: Sequence[Path], cards: Sequence[Scorecard]) -> Rec
     return recipe
 
 
-def _load_run(scorecard: Path) -> tuple[Scorecard, Any, list | None]:
+def _load_run(scorecard: Path, *, needs_samples: bool = False) -> tuple[Scorecard, Any, list | None]:
     """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
-    its derived records, when it has any)."""
+    its derived records, when it has any). With ``needs_samples`` a samples file the scorecard does not name, or
+    names but lacks, ends the command in one line (a report of the scorecard alone said nothing of it)."""
     from pinbench.core.runner import read_merged
     from pinbench.core.scorecard import load_scorecard, run_derived
+    from pinbench.results.compare import CompareError, samples_file
 
     card = load_scorecard(scorecard)
+    if needs_samples:
+        with _failing(CompareError):
+            samples_file(scorecard, card)
     samples_name = card.samples.path
-    samples_file = scorecard.parent / samples_name if samples_name else None
-    samples = read_merged(samples_file) if samples_file and samples_file.is_file() else None
+    samples_path = scorecard.parent / samples_name if samples_name else None
+    samples = read_merged(samples_path) if samples_path and samples_path.is_file() else None
     if samples is not None:
         samples += run_derived(scorecard.parent, card)
     return card, _reference_of(card), samples
@@ -921,7 +926,7 @@ def report(
     scorecards = [scorecard_file(path) for path in scorecards]
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
-        _, references[i], samples[i] = _load_run(path)
+        _, references[i], samples[i] = _load_run(path, needs_samples=True)
     with _writing_to("--out", out):
         claim_report_folder(out, scorecards, view=with_view)
         view = _view_folder(scorecards, out) if with_view else None

@@ -121,6 +121,18 @@ class MemberValues:
     failed: dict[str, str]
 
 
+def samples_file(scorecard: Path, card: Scorecard) -> Path:
+    """The samples.jsonl the scorecard names, which must exist: without it a command would read a scorecard alone
+    and say nothing of the records it lacks."""
+    name = card.samples.path
+    if not name:
+        raise CompareError(f"{scorecard}: names no samples file (its per-sample records are needed here)")
+    samples = scorecard.parent / name
+    if not samples.is_file():
+        raise CompareError(f"{samples}: not a file; it holds the per-sample records the scorecard names (needed here)")
+    return samples
+
+
 def load_run(path: Path | str) -> Run:
     """A run directory or its scorecard.json, with the samples.jsonl the scorecard names."""
     from pinbench.core.runner import parse_merged
@@ -128,12 +140,7 @@ def load_run(path: Path | str) -> Run:
     path = Path(path)
     scorecard = scorecard_file(path)
     card = load_scorecard(scorecard)
-    name = card.samples.path
-    if not name:
-        raise CompareError(f"{scorecard}: names no samples file (its per-sample records are needed here)")
-    samples = scorecard.parent / name
-    if not samples.is_file():
-        raise CompareError(f"{samples}: not a file; it holds the per-sample records the scorecard names (needed here)")
+    samples = samples_file(scorecard, card)
     try:
         records = parse_merged(read_regular_bytes(samples), samples)   # each record keeps its line: hashed as read
     except UnicodeDecodeError:
