@@ -287,18 +287,40 @@ def _readers(path: Path) -> dict[str, Any]:
             **{backend: functools.partial(read_video, path, backend=backend) for backend in BACKENDS}}
 
 
-@pytest.mark.parametrize("fmt, named", [("PNG", "png"), ("JPEG", "jpeg")])
-def test_an_image_named_mp4_is_refused_as_an_image_by_every_reader(tmp_path, fmt, named):
-    """A PNG saved as ``x.mp4``: FFmpeg's image demuxer read it as a 1-frame 25 fps video (pyav and OpenCV scored
-    it, decord said "broken metadata"); every reader now says what it is."""
+def _pictures(fmt: str, n: int) -> bytes:
+    """``n`` pictures of format ``fmt``: one after another, or for ``WEBP-animated`` one animated WebP."""
+    import io
+
     from PIL import Image
 
+    pictures = [Image.fromarray(np.full((16, 16, 3), 20 * i, np.uint8)) for i in range(n)]
+    if fmt == "WEBP-animated":
+        out = io.BytesIO()
+        pictures[0].save(out, format="WEBP", save_all=True, append_images=pictures[1:], duration=100)
+        return out.getvalue()
+    parts = []
+    for picture in pictures:
+        out = io.BytesIO()
+        picture.save(out, format=fmt)
+        parts.append(out.getvalue())
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize("fmt, n, named", [
+    ("PNG", 1, "png"), ("JPEG", 1, "jpeg"),
+    ("PNG", 10, "png: 10 pictures one after another"),   # PyAV decoded its 10 frames
+    ("WEBP-animated", 10, "webp"),                        # one packet this FFmpeg cannot decode
+])
+def test_a_picture_named_mp4_is_refused_as_a_picture_format_by_every_reader(tmp_path, fmt, n, named):
+    """A PNG saved as ``x.mp4``: FFmpeg's image demuxer read it as a 1-frame 25 fps video (pyav and OpenCV scored
+    it, decord said "broken metadata"); every reader now says what it is. "An image" was untrue of PNGs one after
+    another and of an animated WebP, which the same demuxers read: a picture format, with its count of pictures."""
     path = tmp_path / "x.mp4"
-    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(path, format=fmt)
+    path.write_bytes(_pictures(fmt, n))
     for reader, read in _readers(path).items():
         with pytest.raises(VideoError) as err:
             read()
-        assert str(err.value) == f"{path}: undecodable: an image ({named}), not a video", reader
+        assert str(err.value) == f"{path}: undecodable: a picture format ({named}), not a video container", reader
     assert not is_valid_video(path, 1)
 
 

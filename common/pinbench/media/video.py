@@ -410,8 +410,7 @@ def _probe(path: Path, fd: int) -> _Probe:
         except av.error.FFmpegError as exc:
             raise VideoError(path, f"undecodable: {_text_head(fd) or exc.strerror or exc}") from exc
         if container.format.name.endswith("_pipe") or container.format.name == "image2":  # FFmpeg's still images
-            raise VideoError(path, f"undecodable: an image ({container.format.name.removesuffix('_pipe')}), "
-                                   f"not a video")
+            raise VideoError(path, f"undecodable: {_pictures(container)}, not a video container")
         stream = video_stream(path, container)
         videos = [s for s in container.streams.video if not _is_cover(s)]
         if len(videos) > 1 and not _one_picture_each(path, fd, videos[1:]):
@@ -466,6 +465,18 @@ def _probe(path: Path, fd: int) -> _Probe:
     duration_s = declared_s if declared_s else n_frames / fps
     return _Probe(VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name), discarded,
                   cover_first)
+
+
+def _pictures(container: av.container.InputContainer) -> str:
+    """What a file FFmpeg reads with a picture demuxer is: such a demuxer also reads pictures one after another (PNGs
+    concatenated: 10 frames to PyAV) and an animated WebP (one packet, which this FFmpeg cannot decode), so it is
+    named a picture format, with its count of pictures where it has more than one packet."""
+    try:
+        n = sum(1 for packet in container.demux(container.streams.video[0]) if packet.size)
+    except av.error.FFmpegError:
+        n = 0
+    count = f": {n} pictures one after another" if n > 1 else ""
+    return f"a picture format ({container.format.name.removesuffix('_pipe')}{count})"
 
 
 def _text_head(fd: int) -> str | None:
