@@ -328,6 +328,7 @@ def test_a_picture_named_mp4_is_refused_as_a_picture_format_by_every_reader(tmp_
     ("<html>\n<head><title>403 Forbidden</title></head>\n<body>403 Forbidden</body></html>\n",
      "'<html> <head><title>403 Forbidden</title></head> <body>403 F...'"),
     ("Access denied\n", "'Access denied'"),
+    ("x" * 255 + "é and more", "'" + "x" * 60 + "...'"),   # its é cut at byte 256: still text
 ])
 def test_a_text_file_named_mp4_says_it_starts_with_text(tmp_path, text, shown):
     """A failed download that saved its error page as ``x.mp4`` was "Invalid data found when processing input"."""
@@ -337,6 +338,21 @@ def test_a_text_file_named_mp4_says_it_starts_with_text(tmp_path, text, shown):
         with pytest.raises(VideoError) as err:
             read()
         assert str(err.value) == f"{path}: undecodable: not a video (it starts with text: {shown})", reader
+
+
+@pytest.mark.parametrize("head", [
+    b"GARBAGE \xb1\xb2 abc " + bytes(range(0x80, 0x90)) + b" more" * 40,   # printable ASCII and bytes >= 0x80
+    b"Access denied \xc3",                                                # a character cut before the file ends
+])
+def test_a_binary_head_that_is_no_utf8_is_not_called_text(tmp_path, head):
+    """Bytes >= 0x80 that are no UTF-8 were dropped before the head was judged, so a binary head of printable ASCII
+    and such bytes was said to "start with text"."""
+    path = tmp_path / "x.mp4"
+    path.write_bytes(head)
+    with pytest.raises(VideoError) as err:
+        video_info(path)
+    _assert_one_line_error(err.value, path, "undecodable: ")
+    assert "text" not in str(err.value)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

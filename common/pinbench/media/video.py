@@ -39,6 +39,7 @@ Frames are returned as stored: rotation metadata is not applied by any backend.
 from __future__ import annotations
 
 import bisect
+import codecs
 import importlib
 import math
 import os
@@ -482,8 +483,12 @@ def _pictures(container: av.container.InputContainer) -> str:
 def _text_head(fd: int) -> str | None:
     """What a file FFmpeg cannot open is when it starts with text (a failed download saved an HTML error page as
     ``x.mp4``): its first words, cut short; None when its first bytes are no text."""
-    head = os.pread(fd, 256, 0).removeprefix(b"\xef\xbb\xbf")
-    text = head.decode("utf-8", "ignore")   # a character cut at byte 256 is dropped
+    read = os.pread(fd, 256, 0)
+    head = read.removeprefix(b"\xef\xbb\xbf")
+    try:   # valid UTF-8 only (bytes >= 0x80 that are no UTF-8 are binary), bar a character cut at byte 256
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=len(read) < 256)
+    except UnicodeDecodeError:
+        return None
     if b"\0" in head or not text.strip() or not all(c.isprintable() or c in "\t\n\r" for c in text):
         return None
     words = " ".join(text.split())   # lines joined: an HTML page's first line is ``<html>``, its status comes later
