@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from pinbench import cli
 from pinbench.core.provenance import collect_provenance
 from pinbench.core.recipe import get_recipe
+from pinbench.core.rundir import IDENTITY_FILE
 from pinbench.core.runner import SampleRecord, write_records
 from pinbench.core.scorecard import MetricSpec, build_scorecard, write_scorecard
 
@@ -444,10 +445,21 @@ def test_a_report_of_a_run_without_its_samples_is_refused_naming_the_file(tmp_pa
     given." where check, compare and view name the missing file: report names it too, in one line, exit 2."""
     card = _dynamic_degree_scorecard(tmp_path / "run")
     (tmp_path / "run" / "samples.jsonl").unlink()
+    (tmp_path / "run" / IDENTITY_FILE).write_text("{}")   # a run directory's
     result = runner.invoke(cli.app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
     assert result.exit_code == 2 and not (tmp_path / "report").exists()
     assert result.output == (f"error: {card.parent / 'samples.jsonl'}: not a file; it holds the per-sample records "
                              "the scorecard names (needed here)\n")
+
+
+def test_a_report_of_a_scorecard_copied_alone_is_written_from_its_figures(tmp_path: Path) -> None:
+    """A scorecard shared without its folder (no pinbench-run.json beside it) is reported, its page saying it has no
+    per-sample records, as before the refusal above."""
+    card = _dynamic_degree_scorecard(tmp_path / "shared")
+    (tmp_path / "shared" / "samples.jsonl").unlink()
+    result = runner.invoke(cli.app, ["report", str(card), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    assert "No per-sample records given." in (tmp_path / "report" / "index.html").read_text()
 
 
 SLOW_SAMPLES = '''

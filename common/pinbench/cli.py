@@ -919,6 +919,7 @@ def report(
     """Write a static HTML report (inline SVG figures, no script) for one or more scorecards; without --view it is
     the very page of a run's own report/."""
     with _one_blas_thread():  # tables and SVG from the scorecards: no linear algebra
+        from pinbench.core.rundir import IDENTITY_FILE
         from pinbench.core.scorecard import scorecard_file
         from pinbench.results.report import claim_report_folder, write_report
 
@@ -926,7 +927,8 @@ def report(
     scorecards = [scorecard_file(path) for path in scorecards]
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
-        _, references[i], samples[i] = _load_run(path, needs_samples=True)
+        # a run directory's scorecard needs its records; one copied alone is reported from its own figures
+        _, references[i], samples[i] = _load_run(path, needs_samples=(path.parent / IDENTITY_FILE).exists())
     with _writing_to("--out", out):
         claim_report_folder(out, scorecards, view=with_view)
         view = _view_folder(scorecards, out) if with_view else None
