@@ -773,19 +773,22 @@ def test_a_bundle_of_a_video_named_like_a_token_writes_the_token_nowhere(runs, t
         == []
 
 
-def test_a_bundle_says_which_samples_name_a_video_it_does_not_hold(runs, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["view", "report"])
+def test_a_bundle_says_which_samples_name_a_video_it_does_not_hold(runs, tmp_path: Path, command: str) -> None:
     """A run scores a video symlinked from outside its folder; the page refuses to show it (it leads out), and the
-    bundle said only "2 of 2 samples", so a bundle sent on lacked a rollout that only its page named."""
+    bundle said only "2 of 2 samples", so a bundle sent on lacked a rollout that only its page named (report --view
+    said nothing at all of its view/)."""
     videos, outside = tmp_path / "videos", tmp_path / "elsewhere.mp4"
     videos.mkdir()
     shutil.copyfile(runs["dd"] / "fixture_data" / "texture_right_8fps.mp4", videos / "ok.mp4")
     shutil.copyfile(runs["dd"] / "fixture_data" / "short_8fps.mp4", outside)
     (videos / "linked.mp4").symlink_to(outside)
-    run, dest = tmp_path / "run", tmp_path / "view"
+    run = tmp_path / "run"
     _pinbench("run", "dynamic-degree", "-c", "m", "-o", f"videos={videos}", "-o", "flow=farneback", "--out", str(run))
-    done = _pinbench("view", "--bundle", str(dest), str(run))
+    arguments, dest = _bundling(command, run, tmp_path)
+    done = _pinbench(*arguments)
     assert done.stderr.splitlines()[-1] == (
-        f"bundle: 1 sample names a video or image that is not in it (each one's page says why): linked: "
+        f"{'bundle' if command == 'view' else 'view'}: 1 sample names a video or image that is not in it (each one's page says why): linked: "
         f"{videos / 'linked.mp4'}: leads out of {videos} (to {outside})")
     assert len(json.loads((dest / "media.json").read_text())) == 1
 

@@ -932,7 +932,8 @@ def report(
 def _view_folder(runs: Sequence[Path | Run], out: Path) -> str | None:
     """``pinbench view --bundle`` of a report's runs in ``out/view`` (originals linked, not copied), which the report
     links every sample it names to; None, said in one line, when the runs cannot be viewed together. A stop says,
-    as view --bundle's does, that the folder is half written (it was a silent exit 130, -15, -1)."""
+    as view --bundle's does, that the folder is half written (it was a silent exit 130, -15, -1). Its progress is
+    said as view --bundle's is: without it, no word said which videos the folder lacked."""
     from pinbench.core.rundir import terminate_as_exit
     from pinbench.ops.view import write_bundle
     from pinbench.results.view import View, ViewError, load_runs, view_module
@@ -945,7 +946,8 @@ def _view_folder(runs: Sequence[Path | Run], out: Path) -> str | None:
     bundle = out / "view"
     with (_stopped_saying(lambda: f"{bundle} holds a bundle half written; run the same command to finish it"),
           terminate_as_exit()):
-        write_bundle(View(loaded, view_module(loaded[0].card.recipe)), bundle, copy_media=False)
+        write_bundle(View(loaded, view_module(loaded[0].card.recipe)), bundle, copy_media=False,
+                     progress=lambda text: typer.echo(f"view: {text}", err=True))
     return "view/index.html"
 
 
