@@ -816,11 +816,11 @@ def record_reference_cmd(
         _fail("give one or more run directories (or their scorecard.json), or --fixture RECIPE")
     _refuse_secret_shaped("--out", out)
     scorecards = [scorecard_file(path) for path in scorecards]
+    cards = [load_scorecard(path) for path in scorecards]   # first: resolve() words a loop as Python does
     resolved = [path.resolve() for path in scorecards]
     repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
     if repeated:
         _fail(f"{repeated[0]}: given twice; each trusted run counts once")
-    cards = [load_scorecard(path) for path in scorecards]
     recipe = _scorecards_recipe(scorecards, cards)
     for path, card in zip(scorecards, cards, strict=True):   # a value edited in scorecard.json became the reference's
         checked = values_check(path.parent, card)
@@ -1095,8 +1095,11 @@ def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a tab
          root: Annotated[Path, typer.Option(help="repository root")] = Path(".")) -> None:
     """Regenerate the documentation's tables (recipe READMEs' options, environment and metrics; the environment
     variables of every recipe in docs/) from the recipe declarations."""
+    from pinbench.core.files import no_folder_at
     from pinbench.ops.docs import sync_tables
 
+    if (kind := no_folder_at(root)) is not None:   # a symlink loop was Python's "Symlink loop from ..."
+        _fail(f"--root {root}: {kind}, not a folder; --root names the repository root")
     stale = sync_tables(root, write=not check)
     for path in stale:
         _echo(f"{'out of date' if check else 'updated'}: {path}")
