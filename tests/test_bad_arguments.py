@@ -385,6 +385,26 @@ def test_a_demo_out_that_cannot_be_a_folder_is_one_line_before_any_recipe_runs(w
     assert (tmp_path / "file").read_text() == "x"
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    (["record-reference", "{loop}"], "error: {loop}: a symlink loop"),
+    (["report", "{loop}", "--out", "{tmp}/report"], "error: {loop}: a symlink loop"),
+    (["docs", "--root", "{loop}"], "error: --root {loop}: a symlink loop, not a folder; --root names the repository "
+                                   "root"),
+    (["new-recipe", "--dest", "{loop}", "x"], "error: --dest {loop}: a symlink loop, not a folder"),
+    (["requests", "dynamic-degree", "--fixture", "--out", "{loop}"],
+     "error: {loop}: a symlink loop, not a folder; name a new folder for the requests folder"),
+    (["demo", "--recipe", "dynamic-degree", "--out", "{loop}"],
+     "error: --out {loop}: a symlink loop, not a folder; name a folder for the demo"),
+])
+def test_a_symlink_loop_is_called_one_in_every_command(args: list[str], said: str, tmp_path: Path, capsys) -> None:
+    """record-reference, docs --root and new-recipe --dest said Python's "Symlink loop from '...'", requests --out
+    and demo --out "a dangling symlink", report "unreadable: Too many levels of symbolic links"."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert _main([arg.format(loop=loop, tmp=tmp_path) for arg in args], capsys) == said.format(loop=loop)
+    assert loop.is_symlink()
+
+
 def test_a_demo_out_that_is_a_run_directory_is_refused_before_any_recipe_runs(tmp_path: Path, capsys) -> None:
     """The demo wrote its report over the run's report/ (index.html replaced), and logs/ and a run per recipe
     into it."""

@@ -684,6 +684,71 @@ def test_a_generator_folder_holding_a_tool_s_credentials_is_refused(client: Fake
             _generate_call(recipe, cfg, client)
 
 
+@pytest.mark.parametrize("held", ["sub/.env", ".docker/config.json", "a/b/c/id_rsa", "sub/secrets"])
+def test_a_generator_folder_holding_a_secret_deeper_down_is_refused(client: FakeDockerClient, tmp_path: Path,
+                                                                    held: str) -> None:
+    """Only a mounted folder's direct children were checked: project/sub/.env, project/.docker/config.json were
+    mounted whole (leftovers60)."""
+    folder = tmp_path / "project"
+    (folder / held).parent.mkdir(parents=True)
+    (folder / held).write_text("x")
+    (folder / "gen.py").write_text("x")
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"code": str(folder)}, env={})
+    with pytest.raises(RecipeError, match=rf"^-g code: {re.escape(str(folder))} is not mounted "):
+        _generate_call(recipe, cfg, client)
+
+
+@pytest.mark.parametrize("path", [".docker/config.json", ".aws/credentials", ".ssh/known_hosts", ".kube/config",
+                                  ".aws/sso/cache/token-cache.json", ".gnupg/pubring.kbx", ".azure/azureProfile.json"])
+def test_a_generator_file_in_a_tool_s_credential_folder_is_refused(client: FakeDockerClient, tmp_path: Path,
+                                                                   path: str) -> None:
+    """~/.docker/config.json was mounted: config.json alone is a model's, and only the file's name was checked."""
+    (tmp_path / path).parent.mkdir(parents=True)
+    (tmp_path / path).write_text("x")
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"weights": str(tmp_path / path)}, env={})
+    with pytest.raises(RecipeError, match=rf"^-g weights: {re.escape(str(tmp_path / path))} is not mounted "):
+        _generate_call(recipe, cfg, client)
+
+
+def test_a_generator_folder_too_large_to_check_is_refused_saying_so(client: FakeDockerClient, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk stops past ``MOUNT_CHECK_LIMIT`` entries: the folder is refused, never mounted half checked."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "MOUNT_CHECK_LIMIT", 3)
+    model = tmp_path / "model"
+    model.mkdir()
+    for i in range(4):
+        (model / f"shard-{i}.safetensors").write_text("x")
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"weights": str(model)}, env={})
+    with pytest.raises(RecipeError, match=rf"^-g weights: {re.escape(str(model))} is not mounted into the "
+                                          r"generator's container \(it holds more than 3 files and folders, too many "
+                                          r"to check each name for a secret's\); name the folders it needs$"):
+        _generate_call(recipe, cfg, client)
+    (model / "shard-3.safetensors").unlink()
+    assert _generate_call(recipe, cfg, client)["volumes"][str(model)]["mode"] == "ro"
+
+
+def test_a_model_folder_with_tokenizer_files_and_a_config_is_mounted(client: FakeDockerClient, tmp_path: Path) -> None:
+    """The walk of a mounted folder refuses no model's own names: a tokenizer, its special tokens, a config, a
+    nested folder's (text_encoder/config.json), a hidden cache folder."""
+    model = tmp_path / "model"
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json",
+                 "text_encoder/config.json", "tokenizer/vocab.json", ".cache/huggingface/download/x.metadata"):
+        (model / name).parent.mkdir(parents=True, exist_ok=True)
+        (model / name).write_text("x")
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"weights": str(model)}, env={})
+    assert _generate_call(recipe, cfg, client)["volumes"][str(model)]["mode"] == "ro"
+
+
 # ------------------------------------------------------------------------------------------- build
 
 

@@ -773,19 +773,23 @@ def test_a_bundle_of_a_video_named_like_a_token_writes_the_token_nowhere(runs, t
         == []
 
 
-def test_a_bundle_says_which_samples_name_a_video_it_does_not_hold(runs, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["view", "report"])
+def test_a_bundle_says_which_samples_name_a_video_it_does_not_hold(runs, tmp_path: Path, command: str) -> None:
     """A run scores a video symlinked from outside its folder; the page refuses to show it (it leads out), and the
-    bundle said only "2 of 2 samples", so a bundle sent on lacked a rollout that only its page named."""
+    bundle said only "2 of 2 samples", so a bundle sent on lacked a rollout that only its page named (report --view
+    said nothing at all of its view/)."""
     videos, outside = tmp_path / "videos", tmp_path / "elsewhere.mp4"
     videos.mkdir()
     shutil.copyfile(runs["dd"] / "fixture_data" / "texture_right_8fps.mp4", videos / "ok.mp4")
     shutil.copyfile(runs["dd"] / "fixture_data" / "short_8fps.mp4", outside)
     (videos / "linked.mp4").symlink_to(outside)
-    run, dest = tmp_path / "run", tmp_path / "view"
+    run = tmp_path / "run"
     _pinbench("run", "dynamic-degree", "-c", "m", "-o", f"videos={videos}", "-o", "flow=farneback", "--out", str(run))
-    done = _pinbench("view", "--bundle", str(dest), str(run))
+    arguments, dest = _bundling(command, run, tmp_path)
+    done = _pinbench(*arguments)
     assert done.stderr.splitlines()[-1] == (
-        f"bundle: 1 sample names a video or image that is not in it (each one's page says why): linked: "
+        f"{'bundle' if command == 'view' else 'view'}: 1 sample names a video or image that is not in it "
+        "(each one's page says why): linked: "
         f"{videos / 'linked.mp4'}: leads out of {videos} (to {outside})")
     assert len(json.loads((dest / "media.json").read_text())) == 1
 
@@ -942,6 +946,27 @@ def test_a_lock_let_go_removes_its_file_only_while_it_is_the_one_held(tmp_path: 
     lock.symlink_to(tmp_path / "target")
     release_named(lock, fd)
     assert lock.is_symlink() and (tmp_path / "target").exists()
+
+
+@pytest.mark.parametrize("replacement", ["file", "symlink loop"])
+def test_a_lock_whose_folder_was_replaced_is_let_go_without_a_traceback(tmp_path: Path, replacement: str) -> None:
+    """The folder of a held lock replaced by a file (or a symlink loop) while held: ``release_named`` raised
+    NotADirectoryError (ELOOP) at the end of a finished command. No file there can be the one held; that in the way
+    stays, and the descriptor is closed."""
+    from pinbench.core.rundir import hold_named, release_named
+
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    fd = hold_named(folder / ".held.lock", 0o644)
+    shutil.rmtree(folder)
+    if replacement == "file":
+        folder.write_text("x")
+    else:
+        folder.symlink_to(folder)
+    release_named(folder / ".held.lock", fd)
+    assert folder.is_symlink() if replacement != "file" else folder.read_text() == "x"
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_a_folder_in_a_bundles_media_is_named_and_left_as_it_is(runs, tmp_path: Path) -> None:

@@ -816,11 +816,11 @@ def record_reference_cmd(
         _fail("give one or more run directories (or their scorecard.json), or --fixture RECIPE")
     _refuse_secret_shaped("--out", out)
     scorecards = [scorecard_file(path) for path in scorecards]
+    cards = [load_scorecard(path) for path in scorecards]   # first: resolve() words a loop as Python does
     resolved = [path.resolve() for path in scorecards]
     repeated = sorted({str(p) for p in resolved if resolved.count(p) > 1})
     if repeated:
         _fail(f"{repeated[0]}: given twice; each trusted run counts once")
-    cards = [load_scorecard(path) for path in scorecards]
     recipe = _scorecards_recipe(scorecards, cards)
     for path, card in zip(scorecards, cards, strict=True):   # a value edited in scorecard.json became the reference's
         checked = values_check(path.parent, card)
@@ -939,7 +939,8 @@ def report(
 def _view_folder(runs: Sequence[Path | Run], out: Path) -> str | None:
     """``pinbench view --bundle`` of a report's runs in ``out/view`` (originals linked, not copied), which the report
     links every sample it names to; None, said in one line, when the runs cannot be viewed together. A stop says,
-    as view --bundle's does, that the folder is half written (it was a silent exit 130, -15, -1)."""
+    as view --bundle's does, that the folder is half written (it was a silent exit 130, -15, -1). Its progress is
+    said as view --bundle's is: without it, no word said which videos the folder lacked."""
     from pinbench.core.rundir import terminate_as_exit
     from pinbench.ops.view import write_bundle
     from pinbench.results.view import View, ViewError, load_runs, view_module
@@ -952,7 +953,8 @@ def _view_folder(runs: Sequence[Path | Run], out: Path) -> str | None:
     bundle = out / "view"
     with (_stopped_saying(lambda: f"{bundle} holds a bundle half written; run the same command to finish it"),
           terminate_as_exit()):
-        write_bundle(View(loaded, view_module(loaded[0].card.recipe)), bundle, copy_media=False)
+        write_bundle(View(loaded, view_module(loaded[0].card.recipe)), bundle, copy_media=False,
+                     progress=lambda text: typer.echo(f"view: {text}", err=True))
     return "view/index.html"
 
 
@@ -1100,8 +1102,11 @@ def docs(check: Annotated[bool, typer.Option(help="only check; exit 1 when a tab
          root: Annotated[Path, typer.Option(help="repository root")] = Path(".")) -> None:
     """Regenerate the documentation's tables (recipe READMEs' options, environment and metrics; the environment
     variables of every recipe in docs/) from the recipe declarations."""
+    from pinbench.core.files import no_folder_at
     from pinbench.ops.docs import sync_tables
 
+    if (kind := no_folder_at(root)) is not None:   # a symlink loop was Python's "Symlink loop from ..."
+        _fail(f"--root {root}: {kind}, not a folder; --root names the repository root")
     stale = sync_tables(root, write=not check)
     for path in stale:
         _echo(f"{'out of date' if check else 'updated'}: {path}")

@@ -86,12 +86,23 @@ def not_a_folder(mode: int) -> str | None:
     return (not_regular(mode) or "a regular file").removeprefix("is ")
 
 
+SYMLINK_LOOP = "a symlink loop"   # the words for a path whose links lead back to themselves (ELOOP), in every command
+
+
 def no_folder_at(path: Path) -> str | None:
-    """What stands at ``path`` where a folder belongs (``"a dangling symlink"``, ``not_a_folder``'s words), or None
-    for a folder or nothing."""
+    """What stands at ``path`` where a folder belongs (``"a dangling symlink"``, ``"a symlink loop"``,
+    ``not_a_folder``'s words), or None for a folder or nothing. A loop was "a dangling symlink" here and Python's
+    "Symlink loop from ..." in commands that resolve the path: ``SYMLINK_LOOP`` words both."""
     if not os.path.lexists(path) or path.is_dir():
         return None
-    return "a dangling symlink" if not path.exists() else not_a_folder(path.stat().st_mode)
+    try:
+        return not_a_folder(path.stat().st_mode)
+    except FileNotFoundError:
+        return "a dangling symlink"
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        return SYMLINK_LOOP
 
 
 def no_file_at(path: Path) -> str | None:
@@ -212,6 +223,8 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, *, follow_symlinks:
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks and os.path.islink(path):
             raise NotRegularFile(path, f"a symlink (to {os.readlink(path)}), not a regular file") from None
+        if exc.errno == errno.ELOOP:
+            raise FileError(path, SYMLINK_LOOP) from None
         if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
             raise NotRegularFile(path, "a FIFO (named pipe), not a regular file") from None
         raise FileError(path, f"unreadable: {exc.strerror}") from None

@@ -501,11 +501,15 @@ def hold_named(path: Path, mode: int) -> int:
 
 def release_named(path: Path, fd: int) -> None:
     """Let go of ``hold_named``'s lock: its file removed first, and only while it is still the one ``fd`` holds (one
-    waiting on it then makes a new one), so no empty lock file stays behind (a bundle is copied to a web server)."""
+    waiting on it then makes a new one), so no empty lock file stays behind (a bundle is copied to a web server). A
+    path that names no file (its folder removed, replaced by a file or a symlink loop) cannot be the one held: it is
+    let go as it is, where it was a traceback at the end of a finished command."""
     try:
-        with contextlib.suppress(FileNotFoundError):
-            if os.path.samestat(os.fstat(fd), os.lstat(path)):
-                os.unlink(path)
+        if os.path.samestat(os.fstat(fd), os.lstat(path)):
+            os.unlink(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise
     finally:
         os.close(fd)
 

@@ -198,7 +198,8 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
     ``./made``), and so does a ``command:`` argument, with or without a ``/`` (``python gen.py``), but for the words
     ``command_paths`` keeps (the program, a program on PATH, a module after ``-m``); anything else stays a value.
     RecipeError (one line) for a path whose mount would hand the container ``/``, the home folder or one of its
-    hidden folders, or a secret-named file (``image_flag``: where the hint says to put them instead).
+    hidden folders, a secret-named file, a file in a tool's credential folder (~/.docker/config.json) or a folder
+    holding a secret-named one at any depth (``image_flag``: where the hint says to put them instead).
     ``pinbench run --runtime docker`` and ``pinbench submit --container`` mount them alike. With
     ``--skip-generation`` the paths are made absolute and nothing is mounted: nothing runs the generator, but the
     container compares its text with the one the generating run stored (``same_generator``), absolute."""
@@ -215,8 +216,7 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
             return str(target)
         source, home = target.resolve(), Path.home().resolve()
         if (home.is_relative_to(source) or source.parent == home and source.name.startswith(".")
-                or is_secret_file(source.name)
-                or source.is_dir() and any(is_secret_file(child.name) for child in source.iterdir())):
+                or is_secret_file(source.name) or _in_secret_folder(source) or _holds_secret(source, flag, value)):
             raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it is or holds your "
                               "home folder, a hidden folder of it or a secret); name the files it needs, or put them "
                               f"in {image_flag}")
@@ -231,6 +231,33 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
         generator = generator if absolute == argv else "command:" + shlex.join(absolute)
     options = {key: mounted(value, f"-g {key}", bare=True) for key, value in cfg.generator_options.items()}
     return replace(cfg, generator=generator, generator_options=options), mounts
+
+
+# the most files and folders under a mounted folder whose names are checked for a secret's: a model's folder holds
+# thousands (10,100 names walked and checked in 0.33 s here: about 3 s at the limit); one past it is refused, never
+# mounted unchecked
+MOUNT_CHECK_LIMIT = 100_000
+
+
+def _in_secret_folder(source: Path) -> bool:
+    """Whether ``source`` lies in a tool's hidden credential folder (~/.docker/config.json, ~/.ssh/known_hosts):
+    its own name (``config.json``) is a model's too."""
+    return any(folder.name.startswith(".") and is_secret_file(folder.name) for folder in source.parents)
+
+
+def _holds_secret(source: Path, flag: str, value: str) -> bool:
+    """Whether a folder holds a secret-named file or folder at any depth (project/sub/.env was mounted: only its
+    direct children were checked); RecipeError past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked."""
+    seen = 0
+    for _, folders, files in os.walk(source):   # symlinks are not followed: the mount does not hand their targets
+        seen += len(folders) + len(files)
+        if seen > MOUNT_CHECK_LIMIT:
+            raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it holds more than "
+                              f"{MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a secret's); "
+                              "name the folders it needs")
+        if any(is_secret_file(name) for name in (*folders, *files)):
+            return True
+    return False
 
 
 def forwarded_env(recipe: Recipe, environ: Mapping[str, str],

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import FileError, read_yaml
+from pinbench.core.files import FileError, no_folder_at, read_yaml
 from pinbench.core.names import recipe_name_problem, recipe_package_problem
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import DECLARATION, PACKAGE_ROOT, available_recipes, get_recipe, load_declaration
@@ -124,6 +124,8 @@ def _recipes_dir(given: Path | None) -> Path:
         if not places:
             raise RecipeError(f"{PACKAGE_ROOT} is not installed: run `make setup` in a pinbench checkout")
         return places[0]
+    if (kind := no_folder_at(given)) is not None:   # a symlink loop was Python's "Symlink loop from ..."
+        raise RecipeError(f"--dest {given}: {kind}, not a folder")
     if given.resolve() not in places:
         raise RecipeError(f"--dest {given}: not where {PACKAGE_ROOT} is imported from "
                           f"({', '.join(map(str, places)) or 'nowhere'}); a recipe there would not be found")
