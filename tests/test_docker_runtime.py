@@ -684,11 +684,14 @@ def test_a_generator_folder_holding_a_tool_s_credentials_is_refused(client: Fake
             _generate_call(recipe, cfg, client)
 
 
-@pytest.mark.parametrize("held", ["sub/.env", ".docker/config.json", "a/b/c/id_rsa", "sub/secrets"])
-def test_a_generator_folder_holding_a_secret_deeper_down_is_refused(client: FakeDockerClient, tmp_path: Path,
-                                                                    held: str) -> None:
+@pytest.mark.parametrize(("held", "named"), [("sub/.env", "sub/.env"), (".docker/config.json", ".docker"),
+                                             ("a/b/c/id_rsa", "a/b/c/id_rsa"), ("sub/secrets", "sub/secrets")])
+def test_a_generator_folder_holding_a_secret_deeper_down_is_refused_naming_it(client: FakeDockerClient,
+                                                                              tmp_path: Path, held: str,
+                                                                              named: str) -> None:
     """Only a mounted folder's direct children were checked: project/sub/.env, project/.docker/config.json were
-    mounted whole (leftovers60)."""
+    mounted whole (leftovers60). The refusal names what it found: "a secret" alone left a folder of thousands of
+    files to search by hand."""
     folder = tmp_path / "project"
     (folder / held).parent.mkdir(parents=True)
     (folder / held).write_text("x")
@@ -696,8 +699,23 @@ def test_a_generator_folder_holding_a_secret_deeper_down_is_refused(client: Fake
     recipe = _generating(tmp_path, client, ONE_STAGE)
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
                         generator_options={"code": str(folder)}, env={})
-    with pytest.raises(RecipeError, match=rf"^-g code: {re.escape(str(folder))} is not mounted "):
+    with pytest.raises(RecipeError, match=rf"^-g code: {re.escape(str(folder))} is not mounted into the generator's "
+                                          rf"container \(it holds {re.escape(named)}, named for a secret\); "):
         _generate_call(recipe, cfg, client)
+
+
+def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounted(client: FakeDockerClient,
+                                                                                  tmp_path: Path) -> None:
+    """A project's virtualenv named .env (a dotenv file is never a folder) holding google-auth's credentials.py, and
+    code named for a secret, are no secret: the walk refused every such project."""
+    folder = tmp_path / "project"
+    for name in (".env/lib/python3.11/site-packages/google/auth/credentials.py", "auth/token.py", "gen.py"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("x")
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"code": str(folder)}, env={})
+    assert _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"] == "ro"
 
 
 @pytest.mark.parametrize("path", [".docker/config.json", ".aws/credentials", ".ssh/known_hosts", ".kube/config",

@@ -348,8 +348,8 @@ def test_a_generator_file_no_container_can_mount_is_refused_in_one_line(tmp_path
     with pytest.raises(SubmitError) as info:
         _plan(recipe, tmp_path, generator_options=[f"cache={home / '.cache'}"], **fields)
     assert str(info.value) == (f"-g cache: {home / '.cache'} is not mounted into the generator's container (it is or "
-                               "holds your home folder, a hidden folder of it or a secret); name the files it needs, "
-                               "or put them in --image")
+                               "holds your home folder, or is a hidden folder of it); name the files it needs, or put "
+                               "them in --image")
     assert not (tmp_path / "run").exists()
 
 

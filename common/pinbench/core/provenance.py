@@ -684,11 +684,11 @@ def is_secret_file(name: str) -> bool:
         return True
     suffix, lowered = os.path.splitext(name)[1].lower(), name.lower()
     first = lowered[:1] + lowered[1:].split(".")[0]   # .env.local: .env; secrets.yaml: secrets
-    return suffix not in _CODE_SUFFIXES and (is_secret_field(name) or suffix in _SECRET_SUFFIXES
+    return suffix not in CODE_SUFFIXES and (is_secret_field(name) or suffix in _SECRET_SUFFIXES
                                              or first in _SECRET_FILES and suffix != ".pub")
 
 
-_CODE_SUFFIXES = frozenset({".py", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".rs",
+CODE_SUFFIXES = frozenset({".py", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".rs",
                             ".go", ".java", ".rb", ".lua", ".jl"})
 # Names (before a first '.' but a leading one) that tools keep logins, keys and tokens in: netrc and the package
 # managers' (pip, npm), Postgres', Docker's old one, htpasswd, boto's and s3cmd's, dotenv's and direnv's, SSH private

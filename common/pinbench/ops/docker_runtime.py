@@ -26,7 +26,7 @@ from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import cache_root
 from pinbench.core.options import OptionSpec
-from pinbench.core.provenance import is_secret_file, is_secret_name, redact
+from pinbench.core.provenance import CODE_SUFFIXES, is_secret_file, is_secret_name, redact
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
@@ -215,13 +215,19 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
         if cfg.skip_generation:
             return str(target)
         source, home = target.resolve(), Path.home().resolve()
-        if (home.is_relative_to(source) or source.parent == home and source.name.startswith(".")
-                or is_secret_file(source.name) or _in_secret_folder(source) or _holds_secret(source, flag, value)):
-            raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it is or holds your "
-                              "home folder, a hidden folder of it or a secret); name the files it needs, or put them "
-                              f"in {image_flag}")
-        mounts[source] = f"{target}:ro"
-        return str(target)
+        if home.is_relative_to(source) or source.parent == home and source.name.startswith("."):
+            why = "it is or holds your home folder, or is a hidden folder of it"
+        elif is_secret_file(source.name):
+            why = "it is named for a secret"
+        elif (folder := _secret_folder(source)) is not None:
+            why = f"it lies in {folder}, a tool's credential folder"
+        elif (inside := _secret_inside(source, flag, value)) is not None:
+            why = f"it holds {inside}, named for a secret"
+        else:
+            mounts[source] = f"{target}:ro"
+            return str(target)
+        raise RecipeError(f"{flag}: {value} is not mounted into the generator's container ({why}); name the files it "
+                          f"needs, or put them in {image_flag}")
 
     generator = cfg.generator
     if generator.startswith("command:"):
@@ -239,25 +245,30 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
 MOUNT_CHECK_LIMIT = 100_000
 
 
-def _in_secret_folder(source: Path) -> bool:
-    """Whether ``source`` lies in a tool's hidden credential folder (~/.docker/config.json, ~/.ssh/known_hosts):
-    its own name (``config.json``) is a model's too."""
-    return any(folder.name.startswith(".") and is_secret_file(folder.name) for folder in source.parents)
+def _secret_folder(source: Path) -> Path | None:
+    """The tool's hidden credential folder ``source`` lies in (~/.docker/config.json, ~/.ssh/known_hosts: its own
+    name, ``config.json``, is a model's too), or None."""
+    return next((folder for folder in source.parents if folder.name.startswith(".") and is_secret_file(folder.name)),
+                None)
 
 
-def _holds_secret(source: Path, flag: str, value: str) -> bool:
-    """Whether a folder holds a secret-named file or folder at any depth (project/sub/.env was mounted: only its
-    direct children were checked); RecipeError past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked."""
+def _secret_inside(source: Path, flag: str, value: str) -> str | None:
+    """The first file or folder under a folder named for a secret, at any depth, as a path under it (project/sub/.env
+    was mounted: only direct children were checked), or None. Source code and a folder named .env (a virtualenv's
+    name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
+    past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked."""
     seen = 0
-    for _, folders, files in os.walk(source):   # symlinks are not followed: the mount does not hand their targets
+    for top, folders, files in os.walk(source):   # symlinks are not followed: the mount does not hand their targets
         seen += len(folders) + len(files)
         if seen > MOUNT_CHECK_LIMIT:
             raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it holds more than "
                               f"{MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a secret's); "
                               "name the folders it needs")
-        if any(is_secret_file(name) for name in (*folders, *files)):
-            return True
-    return False
+        found = [name for name in folders if name != ".env" and is_secret_file(name)] + [
+            name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)]
+        if found:
+            return os.path.relpath(os.path.join(top, min(found)), source)
+    return None
 
 
 def forwarded_env(recipe: Recipe, environ: Mapping[str, str],
