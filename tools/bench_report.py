@@ -28,6 +28,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from bench_scale import DATA, MISSING
+
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = """
@@ -86,13 +88,15 @@ def measure(library: list[Path] | None, card: Path, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent.parent / "shared" / "data" / "camerabench")
+    parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--run", type=Path, help="an existing run directory to report (skips making one)")
     parser.add_argument("--baseline", default="main", help="git revision of the baseline library (default main)")
     parser.add_argument("-n", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if args.run is None and args.data is None:
+            raise SystemExit(MISSING)
         run = args.run or make_run(args.data, root)
         card = run / "scorecard.json"
         baseline = export_library(args.baseline, root)

@@ -63,7 +63,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "camerabench"
+sys.path.append(str(REPO / "tests" / "helpers"))
+from shared_data import shared_data  # noqa: E402  (the tests' lookup, which also finds it from a git worktree)
+
+DATA = shared_data("camerabench")   # None where neither this checkout nor the main one has ../shared/data
+MISSING = "../shared/data/camerabench: not found beside this checkout or the main one (the pinned CameraBench data)"
 PINBENCH = [sys.executable, "-m", "pinbench"]
 TIME = "/usr/bin/time"
 
@@ -465,8 +469,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one, removed)")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
-    if not DATA.is_dir():
-        raise SystemExit(f"{DATA}: not found (the pinned CameraBench data folder)")
+    if DATA is None:
+        raise SystemExit(MISSING)
     if sections - set(SECTIONS) or args.repeat < 1:
         raise SystemExit(f"--sections: one or more of {', '.join(SECTIONS)}; --repeat: at least 1")
     if "peer" in sections and args.peer is not None and not (args.peer / "worldfoundry" / "cli").is_dir():

@@ -27,7 +27,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench_scale import DATA, PINBENCH, Measured, camerabench_run, measure, row, write_scores, write_videos
+from bench_scale import DATA, MISSING, PINBENCH, Measured, camerabench_run, measure, row, write_scores, write_videos
 
 from pinbench.core.files import sha256_file
 from pinbench.media.preview import Preview, make_preview
@@ -135,8 +135,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, help="scratch folder (default: a temporary one, removed)")
     args = parser.parse_args()
-    if not DATA.is_dir():
-        raise SystemExit(f"{DATA}: not found (the pinned CameraBench data folder)")
+    if DATA is None:
+        raise SystemExit(MISSING)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_view."))
     work.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
