@@ -372,6 +372,21 @@ def test_a_run_without_generation_records_reads_no_rollout(run_dir: Path, monkey
     assert check_run(run_dir).problems == []
 
 
+@pytest.mark.parametrize(("make", "says"), [
+    (lambda p: p.symlink_to(p), "a symlink loop"), (lambda p: p.write_text("x"), "a regular file"),
+    (lambda p: p.symlink_to(p.parent / "gone"), "a dangling symlink"), (lambda p: None, "no such directory")])
+def test_what_stands_where_a_run_directory_was_named(tmp_path: Path, make, says: str) -> None:
+    """Status and check name what is there: each said "no such directory, or not a directory", a loop included."""
+    from pinbench.ops.status import run_status
+
+    path = tmp_path / "run"
+    make(path)
+    with pytest.raises(ValueError) as status:
+        run_status(path, ask_slurm=False)
+    assert str(status.value) == f"{path}: not a run directory ({says})"
+    assert check_run(path).problems == [str(status.value)]
+
+
 def test_not_a_run_directory(tmp_path: Path) -> None:
     """Check says of a folder no run wrote in what status says (it said only ``scorecard.json: file not found``)."""
     from pinbench.ops.status import run_status
