@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import http.client
 import json
 import math
@@ -965,6 +966,33 @@ def test_a_lock_whose_folder_was_replaced_is_let_go_without_a_traceback(tmp_path
         folder.symlink_to(folder)
     release_named(folder / ".held.lock", fd)
     assert folder.is_symlink() if replacement != "file" else folder.read_text() == "x"
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+@pytest.mark.parametrize("denied", ["lstat", "unlink"])
+def test_a_lock_whose_folder_became_unreadable_is_let_go_in_one_line(tmp_path: Path, monkeypatch, capsys,
+                                                                       denied: str) -> None:
+    """The folder of a held lock made unreadable (or unwritable) while held: ``release_named`` raised PermissionError
+    at the end of a finished command. The lock is let go, its file left, and stderr says so in one line. Root ignores
+    modes, so the denial is a test double: ``os.lstat`` or ``os.unlink`` raising EACCES for the lock's path."""
+    from pinbench.core.rundir import hold_named, release_named
+
+    lock = tmp_path / ".held.lock"
+    fd = hold_named(lock, 0o644)
+    real = getattr(os, denied)
+
+    def denied_double(path, *args, **kwargs):   # test double of a folder this process may not read or write
+        if Path(path) == lock:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, denied, denied_double)
+    release_named(lock, fd)
+    monkeypatch.undo()
+    assert capsys.readouterr().err == (f"pinbench: could not remove the lock file {lock} (Permission denied): the "
+                                       "lock is let go; the file may stay\n")
+    assert lock.is_file()
     with pytest.raises(OSError):
         os.fstat(fd)
 

@@ -503,13 +503,15 @@ def release_named(path: Path, fd: int) -> None:
     """Let go of ``hold_named``'s lock: its file removed first, and only while it is still the one ``fd`` holds (one
     waiting on it then makes a new one), so no empty lock file stays behind (a bundle is copied to a web server). A
     path that names no file (its folder removed, replaced by a file or a symlink loop) cannot be the one held: it is
-    let go as it is, where it was a traceback at the end of a finished command."""
+    let go as it is, where it was a traceback at the end of a finished command. One that cannot be looked at or
+    removed (its folder made unreadable since, EACCES) is let go too, and stderr says its file may stay."""
     try:
         if os.path.samestat(os.fstat(fd), os.lstat(path)):
             os.unlink(path)
     except OSError as exc:
         if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            raise
+            print(f"pinbench: could not remove the lock file {path} ({exc.strerror}): the lock is let go; the file "
+                  "may stay", file=sys.stderr, flush=True)
     finally:
         os.close(fd)
 
