@@ -452,6 +452,20 @@ def test_a_report_of_a_run_without_its_samples_is_refused_naming_the_file(tmp_pa
                              "the scorecard names (needed here)\n")
 
 
+def test_a_report_of_a_copied_run_whose_samples_link_dangles_names_the_link(tmp_path: Path) -> None:
+    """A run copied with ``cp -r`` keeps samples.jsonl's relative link, dangling in the copy: "not a file" named a
+    file ``ls`` shows there; the link's target is said (review61)."""
+    card = _dynamic_degree_scorecard(tmp_path / "run")
+    (tmp_path / "run" / IDENTITY_FILE).write_text("{}")
+    (tmp_path / "run" / "samples.jsonl").unlink()
+    (tmp_path / "run" / "samples.jsonl").symlink_to("../store/samples.jsonl")   # as the copy holds it
+    result = runner.invoke(cli.app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 2 and not (tmp_path / "report").exists()
+    assert result.output == (f"error: {card.parent / 'samples.jsonl'}: a dangling symlink (to "
+                             "'../store/samples.jsonl'); it holds the per-sample records the scorecard names (needed "
+                             "here)\n")
+
+
 def test_a_report_of_a_scorecard_copied_alone_is_written_from_its_figures(tmp_path: Path) -> None:
     """A scorecard shared without its folder (no pinbench-run.json beside it) is reported, its page saying it has no
     per-sample records, as before the refusal above."""

@@ -6,6 +6,7 @@ What each stage's container gets: image, command, network, token, mounts, user, 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -707,15 +708,52 @@ def test_a_generator_folder_holding_a_secret_deeper_down_is_refused_naming_it(cl
 def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounted(client: FakeDockerClient,
                                                                                   tmp_path: Path) -> None:
     """A project's virtualenv named .env (a dotenv file is never a folder) holding google-auth's credentials.py, and
-    code named for a secret, are no secret: the walk refused every such project."""
+    code named for a secret, are no secret: the walk refused every such project. Nor are a venv's packages (pip's
+    and requests' certifi/cacert.pem, the docker package's credentials/), the project's compiled code
+    (__pycache__/token.cpython-311.pyc), npm's docs, a git branch named for a token: review61 saw each refuse a
+    project as real ones are, a venv made by ``python -m venv`` among them."""
     folder = tmp_path / "project"
-    for name in (".env/lib/python3.11/site-packages/google/auth/credentials.py", "auth/token.py", "gen.py"):
+    for name in (".env/lib/python3.11/site-packages/google/auth/credentials.py", "auth/token.py", "gen.py",
+                 "venv/lib/python3.11/site-packages/pip/_vendor/certifi/cacert.pem",
+                 ".venv/lib/python3.11/site-packages/docker/credentials/store.py",
+                 "auth/__pycache__/token.cpython-311.pyc", "node_modules/npm/docs/npm-token.md",
+                 ".git/refs/heads/fix-token-refresh"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("x")
     recipe = _generating(tmp_path, client, ONE_STAGE)
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
                         generator_options={"code": str(folder)}, env={})
     assert _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"] == "ro"
+
+
+def test_a_generator_folder_whose_walk_cannot_enter_a_subfolder_is_refused_naming_it(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subfolder the walk may not enter (chmod 000) was skipped in silence and the folder mounted, its names
+    unchecked. Root ignores modes here, so scandir is made to refuse it."""
+    folder = tmp_path / "project"
+    (folder / "locked").mkdir(parents=True)
+    (folder / "gen.py").write_text("x")
+    scandir = os.scandir
+
+    def refusing(path: Any = ".") -> Any:
+        if str(path) == str(folder / "locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds locked, which could not be read "
+        "to check its names for a secret's: Permission denied); name the folders it needs")
+
+
+def _mount_refusal(client: FakeDockerClient, tmp_path: Path, option: str, path: Path) -> str:
+    """The line refusing to mount ``path``, given to the generator as ``-g option=path``."""
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={option: str(path)}, env={})
+    with pytest.raises(RecipeError) as refused:
+        _generate_call(recipe, cfg, client)
+    return str(refused.value)
 
 
 @pytest.mark.parametrize("path", [".docker/config.json", ".aws/credentials", ".ssh/known_hosts", ".kube/config",
@@ -725,11 +763,8 @@ def test_a_generator_file_in_a_tool_s_credential_folder_is_refused(client: FakeD
     """~/.docker/config.json was mounted: config.json alone is a model's, and only the file's name was checked."""
     (tmp_path / path).parent.mkdir(parents=True)
     (tmp_path / path).write_text("x")
-    recipe = _generating(tmp_path, client, ONE_STAGE)
-    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
-                        generator_options={"weights": str(tmp_path / path)}, env={})
-    with pytest.raises(RecipeError, match=rf"^-g weights: {re.escape(str(tmp_path / path))} is not mounted "):
-        _generate_call(recipe, cfg, client)
+    assert _mount_refusal(client, tmp_path, "weights", tmp_path / path).startswith(
+        f"-g weights: {tmp_path / path} is not mounted ")
 
 
 def test_a_generator_folder_too_large_to_check_is_refused_saying_so(client: FakeDockerClient, tmp_path: Path,

@@ -106,14 +106,15 @@ def no_folder_at(path: Path) -> str | None:
 
 
 def no_file_at(path: Path) -> str | None:
-    """What stands at ``path`` where a regular file belongs (``"nothing"``, ``"a dangling symlink"``,
-    ``SYMLINK_LOOP``, ``"a directory"``, ``"a FIFO (named pipe)"``), or None for a regular file or a link to one:
-    the words for a file option given something else, which "file not found" misnamed."""
+    """What stands at ``path`` where a regular file belongs (``"nothing"``, ``"a dangling symlink (to 'gone')"``,
+    ``SYMLINK_LOOP``, ``"a directory"``, ``"a FIFO (named pipe)"``), or None for a regular file or a link to one: the
+    words for a file option given something else, which "file not found" misnamed. A link's target is said, as
+    ``open_regular`` says it: a folder copied with ``cp -r`` keeps its relative links, dangling in the copy."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        return "a dangling symlink" if path.is_symlink() else "nothing"
-    except OSError as exc:   # a symlink loop (once "unreadable (Too many levels ...)"), a folder not to be entered
+        return f"a dangling symlink (to {os.readlink(path)!r})" if path.is_symlink() else "nothing"
+    except OSError as exc:   # a symlink loop, a folder on the way that may not be entered
         return SYMLINK_LOOP if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror})"
     kind = not_regular(mode)
     return None if kind is None else kind.removeprefix("is ")

@@ -688,8 +688,8 @@ def is_secret_file(name: str) -> bool:
                                              or first in _SECRET_FILES and suffix != ".pub")
 
 
-CODE_SUFFIXES = frozenset({".py", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".rs",
-                            ".go", ".java", ".rb", ".lua", ".jl"})
+CODE_SUFFIXES = frozenset({".py", ".pyc", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu",
+                           ".rs", ".go", ".java", ".rb", ".lua", ".jl"})
 # Names (before a first '.' but a leading one) that tools keep logins, keys and tokens in: netrc and the package
 # managers' (pip, npm), Postgres', Docker's old one, htpasswd, boto's and s3cmd's, dotenv's and direnv's, SSH private
 # keys, a kubeconfig, huggingface_hub's saved tokens, a secrets file or folder, and the folders of SSH, AWS, Docker,

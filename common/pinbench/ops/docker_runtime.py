@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
@@ -252,18 +252,35 @@ def _secret_folder(source: Path) -> Path | None:
                 None)
 
 
+# Folders the walk does not enter: a venv's or npm's installed packages, whose names are their index's (pip's
+# certifi/cacert.pem, the docker package's credentials/), and git's store, whose refs are branch names
+# (fix-token-refresh): each refused the project holding it
+_PUBLIC_FOLDERS = frozenset({"site-packages", "node_modules", ".git"})
+
+
 def _secret_inside(source: Path, flag: str, value: str) -> str | None:
     """The first file or folder under a folder named for a secret, at any depth, as a path under it (project/sub/.env
     was mounted: only direct children were checked), or None. Source code and a folder named .env (a virtualenv's
     name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
-    past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked."""
+    past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked, or for a subfolder the walk may not enter: its
+    names went unchecked, and the mount hands it whole."""
+    def refuse(why: str) -> NoReturn:
+        raise RecipeError(f"{flag}: {value} is not mounted into the generator's container ({why}); name the folders "
+                          "it needs")
+
+    def unreadable(exc: OSError) -> NoReturn:
+        refuse(f"it holds {os.path.relpath(exc.filename, source)}, which could not be read to check its names for a "
+               f"secret's: {exc.strerror}")
+
+    if not source.is_dir():
+        return None
     seen = 0
-    for top, folders, files in os.walk(source):   # symlinks are not followed: the mount does not hand their targets
+    for top, folders, files in os.walk(source, onerror=unreadable):   # links not followed: the mount hands no target
+        folders[:] = [name for name in folders if name not in _PUBLIC_FOLDERS]
         seen += len(folders) + len(files)
         if seen > MOUNT_CHECK_LIMIT:
-            raise RecipeError(f"{flag}: {value} is not mounted into the generator's container (it holds more than "
-                              f"{MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a secret's); "
-                              "name the folders it needs")
+            refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
+                   "secret's")
         found = [name for name in folders if name != ".env" and is_secret_file(name)] + [
             name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)]
         if found:

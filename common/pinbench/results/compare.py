@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.derived import DerivedRecord, derived_problems
-from pinbench.core.files import aligned, counted, read_regular_bytes
+from pinbench.core.files import aligned, counted, no_file_at, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.provenance import redact
@@ -128,8 +128,9 @@ def samples_file(scorecard: Path, card: Scorecard) -> Path:
     if not name:
         raise CompareError(f"{scorecard}: names no samples file (its per-sample records are needed here)")
     samples = scorecard.parent / name
-    if not samples.is_file():
-        raise CompareError(f"{samples}: not a file; it holds the per-sample records the scorecard names (needed here)")
+    if (kind := no_file_at(samples)) is not None:
+        raise CompareError(f"{samples}: {'not a file' if kind == 'nothing' else kind}; it holds the per-sample records "
+                           "the scorecard names (needed here)")
     return samples
 
 

@@ -167,8 +167,8 @@ def test_missing_weights_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("make", "says"), [(os.mkdir, "a directory"), (os.mkfifo, "a FIFO (named pipe)"),
-                                            (lambda p: os.symlink(p.parent / "gone", p), "a dangling symlink"),
-                                            (lambda p: os.symlink(p, p), "a symlink loop")])
+                                            (lambda p: os.symlink("gone", p), "a dangling symlink (to 'gone')"),
+                                            (lambda p: os.symlink(p.name, p), "a symlink loop")])
 def test_weights_that_are_no_file_are_said_as_what_is_there(tmp_path: Path, make, says: str) -> None:
     """``-o raft_weights=`` at a folder or a FIFO was "RAFT weights file not found", in the run and its doctor; a
     symlink loop was "unreadable (Too many levels of symbolic links)"."""
