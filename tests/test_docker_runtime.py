@@ -648,7 +648,8 @@ def test_a_generator_path_that_would_hand_over_the_home_folder_or_a_secret_is_re
     ("reset_password.py", True), ("resetPassword.py", True), ("credentials.json", True), ("hfToken", True),
     ("token_v2.json.bak", True), ("private.key", True),
     ("client_secret_1234-a1b2.apps.googleusercontent.com.json", True), ("hf_token_backup", True),
-    ("token_old.txt", True), ("secret_santa", True),
+    ("token_old.txt", True), ("secret_santa", True), ("token_embeddings.safetensors", False),
+    ("image_token_ids.npy", False), ("token_utils.pyi", False), ("token_pt", True),
     # secrets59: a tool's credential file whatever its words (each was mounted); a model's files and a public key stay
     *((name, True) for name in (".netrc", ".pgpass", ".npmrc", ".pypirc", "id_rsa", "id_ed25519", ".env.local",
                                 "secrets.yaml", "stored_tokens", "server.pem", "kubeconfig", ".dockercfg")),

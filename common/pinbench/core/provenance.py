@@ -674,9 +674,11 @@ def is_secret_file(name: str) -> bool:
     """Whether a file or folder name is a secret's: its last word is one (``_ends_secret``: ``token``,
     ``.git-credentials``, ``private.key``), or that of its part before any '.' without the words holding a digit
     (``credentials.json``, ``token_v2.json.bak``, Google's ``client_secret_<id>.apps.googleusercontent.com.json``);
-    and, but for source code, any word of it is (``hf_token_backup``, ``token_old``). Why: code that only holds such
-    a word is about a secret (``password_reset.py``, ``passwordReset.py``, ``secret_santa.py`` were refused as
-    mounts in either spelling), while a copy of a token renamed by hand still holds one. A tool's credential file or
+    and, but for source code and a model's weights or arrays, any word of it is (``hf_token_backup``,
+    ``token_old``). Why: code that only holds such a word is about a secret (``password_reset.py``,
+    ``passwordReset.py``, ``secret_santa.py`` were refused as mounts in either spelling), and so are tensors
+    (``token_embeddings.safetensors``, ``image_token_ids.npy`` refused a model's folder), while a copy of a token
+    renamed by hand still holds one. A tool's credential file or
     folder is one whatever its words (``_SECRET_FILES``: .netrc, id_rsa, .env.local, secrets.yaml, kubeconfig,
     stored_tokens, .ssh; a key's ``.pem``): each was mounted (secrets59); a public key (id_rsa.pub) is not."""
     stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
@@ -684,12 +686,15 @@ def is_secret_file(name: str) -> bool:
         return True
     suffix, lowered = os.path.splitext(name)[1].lower(), name.lower()
     first = lowered[:1] + lowered[1:].split(".")[0]   # .env.local: .env; secrets.yaml: secrets
-    return suffix not in CODE_SUFFIXES and (is_secret_field(name) or suffix in _SECRET_SUFFIXES
+    return suffix not in CODE_SUFFIXES and (is_secret_field(name) and suffix not in _MODEL_DATA_SUFFIXES
+                                             or suffix in _SECRET_SUFFIXES
                                              or first in _SECRET_FILES and suffix != ".pub")
 
 
-CODE_SUFFIXES = frozenset({".py", ".pyc", ".ipynb", ".sh", ".js", ".ts", ".c", ".cc", ".cpp", ".h", ".hpp", ".cu",
-                           ".rs", ".go", ".java", ".rb", ".lua", ".jl"})
+CODE_SUFFIXES = frozenset({".py", ".pyc", ".pyi", ".ipynb", ".sh", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".c",
+                           ".cc", ".cpp", ".h", ".hpp", ".cu", ".rs", ".go", ".java", ".rb", ".lua", ".jl"})
+_MODEL_DATA_SUFFIXES = frozenset({".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".npy", ".npz", ".onnx", ".gguf",
+                                  ".h5", ".msgpack", ".tflite"})
 # Names (before a first '.' but a leading one) that tools keep logins, keys and tokens in: netrc and the package
 # managers' (pip, npm), Postgres', Docker's old one, htpasswd, boto's and s3cmd's, dotenv's and direnv's, SSH private
 # keys, a kubeconfig, huggingface_hub's saved tokens, a secrets file or folder, and the folders of SSH, AWS, Docker,
