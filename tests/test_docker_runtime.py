@@ -717,8 +717,8 @@ def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounte
     for name in (".env/lib/python3.11/site-packages/google/auth/credentials.py", "auth/token.py", "gen.py",
                  "venv/lib/python3.11/site-packages/pip/_vendor/certifi/cacert.pem",
                  ".venv/lib/python3.11/site-packages/docker/credentials/store.py",
-                 "auth/__pycache__/token.cpython-311.pyc", "node_modules/npm/docs/npm-token.md",
-                 ".git/refs/heads/fix-token-refresh"):
+                 "auth/__pycache__/token.cpython-311.pyc", "node_modules/npm/docs/npm-token.md", "package.json",
+                 ".git/refs/heads/fix-token-refresh", ".git/config"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("x")
     recipe = _generating(tmp_path, client, ONE_STAGE)
@@ -755,6 +755,63 @@ def _mount_refusal(client: FakeDockerClient, tmp_path: Path, option: str, path: 
     with pytest.raises(RecipeError) as refused:
         _generate_call(recipe, cfg, client)
     return str(refused.value)
+
+GIT_TOKEN = "ghp_" + "a1B2" * 9   # a token's shape, made up
+
+
+@pytest.mark.parametrize("url", [f"https://user:{GIT_TOKEN}@github.com/o/r", "https://user:hunter2pass@github.com/o/r"])
+def test_a_generator_folder_whose_git_config_holds_a_credential_is_refused_naming_it(
+        client: FakeDockerClient, tmp_path: Path, url: str) -> None:
+    """The walk skips .git (its refs are branch names), so a clone whose remote URL holds a token or a password was
+    mounted whole, config and all (review62): .git/config, one small file, is read for a credential."""
+    folder = tmp_path / "project"
+    (folder / "sub" / ".git").mkdir(parents=True)
+    (folder / "gen.py").write_text("x")
+    (folder / "sub" / ".git" / "config").write_text(f'[remote "origin"]\n\turl = {url}\n')
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its sub/.git/config holds a credential); "
+        "name the files it needs, or put them in --generator-image")
+    (folder / "sub" / ".git" / "config").write_text('[remote "origin"]\n\turl = https://github.com/o/r\n')
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"code": str(folder)}, env={})
+    assert _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"] == "ro"
+
+
+@pytest.mark.parametrize("held", ["site-packages/hf_token", "node_modules/hf_token", "lib/site-packages/.env"])
+def test_a_folder_of_its_own_named_like_a_package_folder_is_walked(client: FakeDockerClient, tmp_path: Path,
+                                                                   held: str) -> None:
+    """site-packages and node_modules were skipped by name anywhere, so a user's own folder so named hid its token
+    from the walk (review62): only a package folder is skipped, site-packages in lib/pythonX.Y, node_modules beside a
+    package.json."""
+    folder = tmp_path / "project"
+    (folder / held).parent.mkdir(parents=True)
+    (folder / held).write_text("x")
+    assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds {held}, named for a secret)")
+
+
+def test_a_refusal_names_a_strange_secret_name_on_one_line_and_counts_those_beside_it(client: FakeDockerClient,
+                                                                                       tmp_path: Path) -> None:
+    """A name with a line break or bytes that are no UTF-8 made the refusal two lines, or a surrogate that no
+    terminal prints; a folder of five secrets named one, and each fix met the next refusal (review62)."""
+    folder = tmp_path / "my project é"
+    (folder / "keys").mkdir(parents=True)
+    for name in ("hf_token\nold", "id_rsa", "credentials.json", ".netrc", os.fsdecode(b"token\xff")):
+        (folder / "keys" / name).write_text("x")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds keys/.netrc, named for a secret, "
+        "and 4 more beside it); name the files it needs, or put them in --generator-image")
+    for name in (".netrc", "credentials.json", "id_rsa"):
+        (folder / "keys" / name).unlink()
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds keys/hf_token\\nold, named for a "
+        "secret, and 1 more beside it); name the files it needs, or put them in --generator-image")
+    (folder / "keys" / "hf_token\nold").unlink()
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds keys/token\\xff, named for a "
+        "secret); name the files it needs, or put them in --generator-image")
+
 
 
 @pytest.mark.parametrize("path", [".docker/config.json", ".aws/credentials", ".ssh/known_hosts", ".kube/config",

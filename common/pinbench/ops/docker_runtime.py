@@ -24,9 +24,9 @@ from typing import Any, NoReturn
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
-from pinbench.core.files import cache_root
+from pinbench.core.files import cache_root, read_regular_text, shown_name
 from pinbench.core.options import OptionSpec
-from pinbench.core.provenance import CODE_SUFFIXES, is_secret_file, is_secret_name, redact
+from pinbench.core.provenance import CODE_SUFFIXES, holds_secret, is_secret_file, is_secret_name, redact
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
@@ -222,7 +222,7 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
         elif (folder := _secret_folder(source)) is not None:
             why = f"it lies in {folder}, a tool's credential folder"
         elif (inside := _secret_inside(source, flag, value)) is not None:
-            why = f"it holds {inside}, named for a secret"
+            why = inside
         else:
             mounts[source] = f"{target}:ro"
             return str(target)
@@ -254,37 +254,51 @@ def _secret_folder(source: Path) -> Path | None:
 
 # Folders the walk does not enter: a venv's or npm's installed packages, whose names are their index's (pip's
 # certifi/cacert.pem, the docker package's credentials/), and git's store, whose refs are branch names
-# (fix-token-refresh): each refused the project holding it
-_PUBLIC_FOLDERS = frozenset({"site-packages", "node_modules", ".git"})
+# (fix-token-refresh): each refused the project holding it. Only where a package folder stands (site-packages in
+# lib/pythonX.Y, node_modules beside a package.json): a user's own folder so named hid its token from the walk.
+_PYTHON_LIB = re.compile(r"(python|pypy)\d")
+
+
+def _public_folder(top: str, name: str, files: list[str]) -> bool:
+    """Whether the walk skips folder ``name`` in ``top`` (``_secret_inside``): git's store, or installed packages."""
+    return (name == ".git" or name == "site-packages" and _PYTHON_LIB.match(os.path.basename(top)) is not None
+            or name == "node_modules" and "package.json" in files)
 
 
 def _secret_inside(source: Path, flag: str, value: str) -> str | None:
-    """The first file or folder under a folder named for a secret, at any depth, as a path under it (project/sub/.env
-    was mounted: only direct children were checked), or None. Source code and a folder named .env (a virtualenv's
-    name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
-    past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked, or for a subfolder the walk may not enter: its
-    names went unchecked, and the mount hands it whole."""
+    """Why a folder may not be mounted for what it holds, at any depth, or None: the first file or folder named for a
+    secret, as a path under it, and how many more its folder holds (project/sub/.env was mounted: only direct
+    children were checked), or a .git/config holding a credential (a remote URL's token: .git is not walked). Source
+    code and a folder named .env (a virtualenv's name; a dotenv file is never a folder) are not: a project's venv
+    holds google-auth's credentials.py. RecipeError past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked,
+    or for a subfolder the walk may not enter: its names went unchecked, and the mount hands it whole. Names are
+    ``shown_name``'s: a line break or undecodable bytes in one made the line two, or one no terminal prints."""
     def refuse(why: str) -> NoReturn:
         raise RecipeError(f"{flag}: {value} is not mounted into the generator's container ({why}); name the folders "
                           "it needs")
 
     def unreadable(exc: OSError) -> NoReturn:
-        refuse(f"it holds {os.path.relpath(exc.filename, source)}, which could not be read to check its names for a "
-               f"secret's: {exc.strerror}")
+        refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
+               f"names for a secret's: {exc.strerror}")
 
     if not source.is_dir():
         return None
     seen = 0
     for top, folders, files in os.walk(source, onerror=unreadable):   # links not followed: the mount hands no target
-        folders[:] = [name for name in folders if name not in _PUBLIC_FOLDERS]
+        git_config = os.path.join(top, ".git", "config")
+        if ".git" in folders and holds_secret(read_regular_text(git_config) or ""):
+            return f"its {shown_name(os.path.relpath(git_config, source))} holds a credential"
+        folders[:] = [name for name in folders if not _public_folder(top, name, files)]
         seen += len(folders) + len(files)
         if seen > MOUNT_CHECK_LIMIT:
             refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
                    "secret's")
-        found = [name for name in folders if name != ".env" and is_secret_file(name)] + [
-            name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)]
+        found = sorted([name for name in folders if name != ".env" and is_secret_file(name)] + [
+            name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)])
         if found:
-            return os.path.relpath(os.path.join(top, min(found)), source)
+            more = f", and {len(found) - 1} more beside it" if len(found) > 1 else ""
+            return f"it holds {shown_name(os.path.relpath(os.path.join(top, found[0]), source))}, named for a " \
+                   f"secret{more}"
     return None
 
 
