@@ -778,6 +778,21 @@ def test_a_generator_folder_whose_git_config_holds_a_credential_is_refused_namin
     assert _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"] == "ro"
 
 
+@pytest.mark.parametrize("mounted", ["project", "project/repo.git"])
+def test_a_bare_repository_whose_config_holds_a_credential_is_refused(client: FakeDockerClient, tmp_path: Path,
+                                                                      mounted: str) -> None:
+    """A bare repository (repo.git: HEAD, config, objects/) is walked, but its config is no secret's name: one held
+    in a folder, or mounted itself, handed its remote URL's token (review62)."""
+    bare = tmp_path / "project" / "repo.git"
+    (bare / "objects").mkdir(parents=True)
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+    (bare / "config").write_text(f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')
+    shown = "repo.git/config" if mounted == "project" else "config"
+    assert _mount_refusal(client, tmp_path, "code", tmp_path / mounted) == (
+        f"-g code: {tmp_path / mounted} is not mounted into the generator's container (its {shown} holds a "
+        "credential); name the files it needs, or put them in --generator-image")
+
+
 @pytest.mark.parametrize("held", ["site-packages/hf_token", "node_modules/hf_token", "lib/site-packages/.env"])
 def test_a_folder_of_its_own_named_like_a_package_folder_is_walked(client: FakeDockerClient, tmp_path: Path,
                                                                    held: str) -> None:

@@ -268,11 +268,12 @@ def _public_folder(top: str, name: str, files: list[str]) -> bool:
 def _secret_inside(source: Path, flag: str, value: str) -> str | None:
     """Why a folder may not be mounted for what it holds, at any depth, or None: the first file or folder named for a
     secret, as a path under it, and how many more its folder holds (project/sub/.env was mounted: only direct
-    children were checked), or a .git/config holding a credential (a remote URL's token: .git is not walked). Source
-    code and a folder named .env (a virtualenv's name; a dotenv file is never a folder) are not: a project's venv
-    holds google-auth's credentials.py. RecipeError past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked,
-    or for a subfolder the walk may not enter: its names went unchecked, and the mount hands it whole. Names are
-    ``shown_name``'s: a line break or undecodable bytes in one made the line two, or one no terminal prints."""
+    children were checked), or a .git/config or a bare repository's config holding a credential (a remote URL's
+    token: .git is not walked, and config is no secret's name). Source code and a folder named .env (a virtualenv's
+    name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
+    past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked, or for a subfolder the walk may not enter: its
+    names went unchecked, and the mount hands it whole. Names are ``shown_name``'s: a line break or undecodable bytes
+    in one made the line two, or one no terminal prints."""
     def refuse(why: str) -> NoReturn:
         raise RecipeError(f"{flag}: {value} is not mounted into the generator's container ({why}); name the folders "
                           "it needs")
@@ -285,9 +286,11 @@ def _secret_inside(source: Path, flag: str, value: str) -> str | None:
         return None
     seen = 0
     for top, folders, files in os.walk(source, onerror=unreadable):   # links not followed: the mount hands no target
-        git_config = os.path.join(top, ".git", "config")
-        if ".git" in folders and holds_secret(read_regular_text(git_config) or ""):
-            return f"its {shown_name(os.path.relpath(git_config, source))} holds a credential"
+        configs = [os.path.join(top, ".git", "config")] if ".git" in folders else []
+        if "HEAD" in files and "objects" in folders:   # a bare repository (repo.git), or a .git mounted itself
+            configs.append(os.path.join(top, "config"))
+        if (config := next((c for c in configs if holds_secret(read_regular_text(c) or "")), None)) is not None:
+            return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
         folders[:] = [name for name in folders if not _public_folder(top, name, files)]
         seen += len(folders) + len(files)
         if seen > MOUNT_CHECK_LIMIT:
