@@ -721,10 +721,15 @@ def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounte
                  ".git/refs/heads/fix-token-refresh", ".git/config"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("x")
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
+def _mount_mode(tmp_path: Path, client: FakeDockerClient, folder: Path) -> str:
+    """How a generator's container gets ``folder`` given as a -g value (its volume's mode)."""
     recipe = _generating(tmp_path, client, ONE_STAGE)
     cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
-                        generator_options={"code": str(folder)}, env={})
-    assert _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"] == "ro"
+                        generator_options={"weights": str(folder)}, env={})
+    return _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"]
 
 
 def test_a_generator_folder_whose_walk_cannot_enter_a_subfolder_is_refused_naming_it(
@@ -869,10 +874,7 @@ def test_a_model_folder_with_tokenizer_files_and_a_config_is_mounted(client: Fak
                  "text_encoder/config.json", "tokenizer/vocab.json", ".cache/huggingface/download/x.metadata"):
         (model / name).parent.mkdir(parents=True, exist_ok=True)
         (model / name).write_text("x")
-    recipe = _generating(tmp_path, client, ONE_STAGE)
-    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
-                        generator_options={"weights": str(model)}, env={})
-    assert _generate_call(recipe, cfg, client)["volumes"][str(model)]["mode"] == "ro"
+    assert _mount_mode(tmp_path, client, model) == "ro"
 
 
 # ------------------------------------------------------------------------------------------- build
