@@ -283,6 +283,14 @@ def test_doctor_cli_one_line_per_problem_exit_2(tmp_path: Path) -> None:
     assert result.output.rstrip().endswith("doctor: 1 problem; nothing was started")
 
 
+def test_a_doctor_given_no_checkpoint_names_the_one_it_checks() -> None:
+    """`pinbench doctor paibench-c` checked Cosmos3-Nano (GPU memory, weights) without saying so, where `run`
+    requires --checkpoint: a Cosmos3-Super user read another checkpoint's verdict."""
+    result = runner.invoke(cli.app, ["doctor", "paibench-c", "--offline", "--gpus", "0"])
+    assert result.output.startswith("note: no --checkpoint: the checks of Cosmos3-Nano, paibench-c's first "
+                                    "checkpoint\n"), result.output
+
+
 @pytest.mark.parametrize("given", [["-o", "metrics=lcm"], ["env"]])
 def test_doctor_names_the_fetch_of_this_run(given: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """MIND with -o metrics=lcm (or $MIND_METRICS) reads the LPIPS trunk alone: the way on is the fetch of lcm, not
@@ -412,7 +420,8 @@ def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pyte
 
     monkeypatch.setattr(engine, "docker_client", unreachable)
     (line,) = doctor.image_findings(recipe)
-    assert not line.ok and "no Docker engine reachable (ConnectionError)" in line.line
+    assert not line.ok and line.line.startswith("no Docker engine reachable (ConnectionError)")
+    assert line.line.endswith("needs one: is dockerd running and DOCKER_HOST set?")   # what to do, too
     (line,) = doctor.image_findings(recipe, building=True)   # --build: the build needs the engine too
     assert not line.ok and "no Docker engine reachable (ConnectionError)" in line.line
 

@@ -587,6 +587,8 @@ def doctor(
     from pinbench.ops.doctor import diagnose, report
 
     recipe = _recipe(recipe_name)
+    if not checkpoint and recipe.checkpoints:   # run refuses no --checkpoint; the doctor says whose checks these are
+        _echo(f"note: no --checkpoint: the checks of {recipe.checkpoints[0]}, {recipe.name}'s first checkpoint")
     cfg = _config(recipe, checkpoint or (recipe.checkpoints[0] if recipe.checkpoints else "any"), out, limit=limit,
                   runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring, gpus=gpus,
                   offline=offline, options=option)

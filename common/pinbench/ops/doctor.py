@@ -493,7 +493,8 @@ def image_findings(recipe: Recipe, generator_image: str | None = None, *, buildi
 
         client = docker_client()
     except Exception as exc:  # no SDK, no engine: the docker runtime itself will say so
-        return [problem("images", f"no Docker engine reachable ({type(exc).__name__}); --runtime docker needs one")]
+        return [problem("images", f"no Docker engine reachable ({type(exc).__name__}); --runtime docker needs one: "
+                                  "is dockerd running and DOCKER_HOST set?")]
     from pinbench.ops.docker_runtime import generation_stages
 
     stages = list(recipe.stages)
