@@ -32,7 +32,7 @@ help: ## show this help
 	@grep -E '^[a-zA-Z_%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 24
 	@echo
 	@echo "recipes: $$(ls recipes | grep -v __ | tr '_' '-' | tr '\n' ' ')"
-	@echo "examples: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano   make recipe-paibench-c CHECKPOINT=Cosmos3-Nano LIMIT=4"
+	@echo "examples: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano GPUS=4   make recipe-paibench-c CHECKPOINT=Cosmos3-Nano GPUS=4 LIMIT=4"
 
 STAMP := $(VENV)/.pinbench-installed
 
@@ -79,9 +79,10 @@ gpu-check: $(STAMP) ## one lent GPU, offline, < 8 min: RAFT/LPIPS/CLIP on CUDA v
 build-%: $(STAMP) ## build a recipe's images (needs Docker); BASE_IMAGE="[Dockerfile.x[:ARG]=]IMAGE ..." swaps bases
 	$(PINBENCH) build $* $(foreach b,$(BASE_IMAGE),--base-image '$(b)')
 
-recipe-%: build-% ## build, run (docker runtime) and diff a recipe: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano
-	$(PINBENCH) run $* --checkpoint "$(CHECKPOINT)" --runtime docker $(if $(GPUS),--gpus $(GPUS)) \
-		$(if $(LIMIT),--limit $(LIMIT)) $(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
+# The doctor first (seconds: a misspelled CHECKPOINT, no GPU, no token), then the build (long), then the run.
+recipe-%: $(STAMP) ## doctor, build (needs Docker), run (docker runtime) and diff a recipe: make recipe-paibench-c CHECKPOINT=Cosmos3-Nano
+	$(PINBENCH) run $* --checkpoint "$(CHECKPOINT)" --runtime docker --build $(foreach b,$(BASE_IMAGE),--base-image '$(b)') \
+		$(if $(GPUS),--gpus $(GPUS)) $(if $(LIMIT),--limit $(LIMIT)) $(if $(VIDEOS),-o videos=$(VIDEOS)) $(RUN_ARGS)
 
 diff-%: $(STAMP) ## diff a finished run against its reference: make diff-paibench-c CHECKPOINT=Cosmos3-Nano
 	$(PINBENCH) diff runs/$*/$(CHECKPOINT)$(if $(LIMIT),-smoke)/scorecard.json

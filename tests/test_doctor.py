@@ -283,6 +283,14 @@ def test_doctor_cli_one_line_per_problem_exit_2(tmp_path: Path) -> None:
     assert result.output.rstrip().endswith("doctor: 1 problem; nothing was started")
 
 
+def test_a_doctor_given_no_checkpoint_names_the_one_it_checks() -> None:
+    """`pinbench doctor paibench-c` checked Cosmos3-Nano (GPU memory, weights) without saying so, where `run`
+    requires --checkpoint: a Cosmos3-Super user read another checkpoint's verdict."""
+    result = runner.invoke(cli.app, ["doctor", "paibench-c", "--offline", "--gpus", "0"])
+    assert result.output.startswith("note: no --checkpoint: the checks of Cosmos3-Nano, paibench-c's first "
+                                    "checkpoint\n"), result.output
+
+
 @pytest.mark.parametrize("given", [["-o", "metrics=lcm"], ["env"]])
 def test_doctor_names_the_fetch_of_this_run(given: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """MIND with -o metrics=lcm (or $MIND_METRICS) reads the LPIPS trunk alone: the way on is the fetch of lcm, not
@@ -412,7 +420,54 @@ def test_images_are_reported_with_their_digest_or_as_not_built(monkeypatch: pyte
 
     monkeypatch.setattr(engine, "docker_client", unreachable)
     (line,) = doctor.image_findings(recipe)
+    assert not line.ok and line.line.startswith("no Docker engine reachable (ConnectionError)")
+    assert line.line.endswith("needs one: is dockerd running and DOCKER_HOST set?")   # what to do, too
+    (line,) = doctor.image_findings(recipe, building=True)   # --build: the build needs the engine too
     assert not line.ok and "no Docker engine reachable (ConnectionError)" in line.line
+
+
+def test_run_build_checks_before_it_builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`make recipe-paibench-c` built both images (an hour with a Docker engine) before the run refused a
+    misspelled CHECKPOINT, or found no GPU and no token; `run --build` builds after the doctor: a recipe image not
+    built yet is then no problem, and anything else stops the run before the build."""
+    import pinbench.ops.docker_engine as engine
+    import pinbench.ops.docker_runtime as docker_runtime
+
+    class Images:  # test double for the docker SDK's image collection: nothing built yet
+        def get(self, tag: str):
+            raise RuntimeError("404 No such image")
+
+    steps: list[str] = []
+    monkeypatch.setattr(engine, "docker_client", lambda: type("Client", (), {"images": Images()})())
+    monkeypatch.setattr(docker_runtime, "build_recipe_images",
+                        lambda recipe, build_dir, **kwargs: steps.append(f"build {kwargs['base_images']}") or [])
+    monkeypatch.setattr(docker_runtime, "run_in_docker", lambda recipe, cfg, **kwargs: steps.append("run") or 0)
+    monkeypatch.setattr(doctor, "visible_gpus", lambda: [H100])
+    monkeypatch.setattr(doctor, "disk_findings", lambda recipe, cfg: [])
+    monkeypatch.setattr(doctor, "network_findings", lambda pins, to_fetch: [])
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    run = ["run", "paibench-c", "--runtime", "docker", "--out", str(tmp_path / "run")]
+
+    result = runner.invoke(cli.app, [*run, "--checkpoint", "cosmos3-nano", "--build"])
+    assert result.exit_code == 2 and steps == [], result.output
+    assert "PROBLEM inputs: unknown checkpoint 'cosmos3-nano' (did you mean 'Cosmos3-Nano'?)" in result.output
+    assert "PROBLEM images" not in result.output   # not built yet: --build builds them
+    result = runner.invoke(cli.app, [*run, "--checkpoint", "", "--build"])
+    assert result.exit_code == 2 and steps == [] and "--checkpoint is required" in result.output
+    result = runner.invoke(cli.app, [*run, "--checkpoint", "Cosmos3-Nano", "--build", "--base-image", "x"])
+    assert result.exit_code == 2 and steps == [] and "has 2 images; name one as DOCKERFILE=IMAGE" in result.output
+
+    result = runner.invoke(cli.app, [*run, "--checkpoint", "Cosmos3-Nano", "--build", "--base-image",
+                                     "Dockerfile=mirror.lab/cuda:12"])
+    assert result.exit_code == 0 and steps == ["build {'Dockerfile': {'BASE_IMAGE': 'mirror.lab/cuda:12'}}", "run"]
+
+    steps.clear()   # without --build the images must be there
+    result = runner.invoke(cli.app, [*run, "--checkpoint", "Cosmos3-Nano"])
+    assert result.exit_code == 2 and steps == [] and "not built; run `make build-paibench-c`" in result.output
+    result = runner.invoke(cli.app, ["run", "paibench-c", "--checkpoint", "Cosmos3-Nano", "--build"])
+    assert result.exit_code == 2 and steps == [] and "--build applies to --runtime docker" in result.output
+    result = runner.invoke(cli.app, [*run, "--checkpoint", "Cosmos3-Nano", "--base-image", "Dockerfile=x"])
+    assert result.exit_code == 2 and steps == [] and "--base-image applies to --build" in result.output
 
 
 def test_only_the_pins_this_run_reads_are_checked(tmp_path: Path) -> None:

@@ -102,6 +102,30 @@ def test_make_targets_exist(target: str) -> None:
     assert re.search(rf"^{re.escape(target)}:", makefile, flags=re.M), target
 
 
+def test_make_recipe_runs_the_doctor_before_the_build() -> None:
+    """`make recipe-paibench-c CHECKPOINT=cosmos3-nano` built both images (an hour, with a Docker engine) before
+    the run named the typo; now its one command is `run --build`: the doctor, then the build, then the run."""
+    make = ["make", "-n", "-s", "-C", str(REPO), "recipe-paibench-c", "CHECKPOINT=cosmos3-nano",
+            "BASE_IMAGE=Dockerfile=mirror.lab/cuda:12"]
+    out = subprocess.run(make, capture_output=True, text=True, check=True).stdout
+    (command,) = [line for line in out.replace("\\\n", " ").splitlines() if "bin/pinbench " in line]
+    assert "pinbench run paibench-c --checkpoint \"cosmos3-nano\" --runtime docker --build" in command
+    assert "--base-image 'Dockerfile=mirror.lab/cuda:12'" in command
+
+
+def test_the_flagship_commands_ask_for_the_gpus_the_readme_states() -> None:
+    """paibench-c's README says 4 GPUs, yet its `make recipe-paibench-c CHECKPOINT=Cosmos3-Nano` ran on one: a run
+    given no GPUS (--gpus) uses the recipe's default, 1 (its doctor said "this run needs 1 GPU(s) of 80 GB")."""
+    from pinbench.core.recipe import get_recipe
+
+    assert get_recipe("paibench-c").default_gpus == 1
+    makefile = (REPO / "Makefile").read_text()
+    pages = [(REPO / "recipes" / "paibench_c" / "README.md").read_text(), (REPO / "docs" / "running.md").read_text()]
+    for text in [*pages, makefile[makefile.index("examples:"):].split("\n", 1)[0]]:
+        lines = re.findall(r"make recipe-paibench-c CHECKPOINT=\S+(?: [A-Z]+=\S+)*", text)
+        assert lines and all("GPUS=4" in line for line in lines), lines
+
+
 def test_make_help_is_the_default() -> None:
     out = subprocess.run(["make", "-s", "-C", str(REPO)], capture_output=True, text=True, check=True).stdout
     assert "make recipe-paibench-c CHECKPOINT=Cosmos3-Nano" in out

@@ -333,6 +333,10 @@ def run(
              "e.g. built FROM the recipe's image), then score in the pinned one")] = None,
     skip_doctor: Annotated[bool, typer.Option("--skip-doctor", help="start without the doctor's checks "
                                                                     "(`pinbench doctor`)")] = False,
+    build: Annotated[bool, typer.Option("--build", help="--runtime docker: build the recipe's images (`pinbench "
+                                                        "build`) after the doctor's checks, not before")] = False,
+    base_image: Annotated[list[str], typer.Option(
+        "--base-image", help="with --build: as `pinbench build --base-image`")] = [],  # noqa: B006
     move_aside: Annotated[bool, typer.Option("--move-aside", help="first move an earlier run in --out to "
                                                                   "<out>.aside-<time> (nothing is deleted)")] = False,
     show_help: Annotated[bool, typer.Option("--help", "-h", help="this help and the recipe's options")] = False,
@@ -364,6 +368,15 @@ def run(
             _fail(problem)
     elif generator_image is not None:
         _fail("--generator-image applies to --runtime docker (without it the generator runs here)")
+    if build and cfg.runtime != "docker":
+        _fail("--build applies to --runtime docker (it builds the images the run's stages run in)")
+    if base_image and not build:
+        _fail("--base-image applies to --build")
+    if build:   # a misspelled --base-image fails here, not after the doctor
+        from pinbench.ops.docker_runtime import base_overrides
+
+        with _failing(RecipeError):
+            overrides = base_overrides(recipe, base_image)
     with _stopped_saying(partial(_run_kept, cfg)):
         from pinbench.core.rundir import check_out_dir_outside, input_paths
 
@@ -393,16 +406,18 @@ def run(
 
             with _failing(RecipeError):
                 _outcome(answer_unchanged(recipe, cfg))
-        if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time
+        if not skip_doctor and not cfg.fixture:  # seconds of checks before hours of GPU time (and of --build)
             from pinbench.ops.doctor import diagnose, report
 
-            code = report(diagnose(recipe, cfg, generator_image=generator_image),
+            code = report(diagnose(recipe, cfg, generator_image=generator_image, building=build),
                           lambda line: typer.echo(line, err=True), verbose=False)
             if code:
                 raise typer.Exit(code)
         if cfg.runtime == "docker":
             from pinbench.ops.docker_runtime import run_in_docker
 
+            if build:
+                _build_images(recipe, base_images=overrides)
             with _failing(RecipeError):
                 code = run_in_docker(recipe, cfg, generator_image=generator_image)
             raise typer.Exit(code)
@@ -572,6 +587,8 @@ def doctor(
     from pinbench.ops.doctor import diagnose, report
 
     recipe = _recipe(recipe_name)
+    if not checkpoint and recipe.checkpoints:   # run refuses no --checkpoint; the doctor says whose checks these are
+        _echo(f"note: no --checkpoint: the checks of {recipe.checkpoints[0]}, {recipe.name}'s first checkpoint")
     cfg = _config(recipe, checkpoint or (recipe.checkpoints[0] if recipe.checkpoints else "any"), out, limit=limit,
                   runtime=runtime, skip_generation=skip_generation, skip_scoring=skip_scoring, gpus=gpus,
                   offline=offline, options=option)
@@ -1159,13 +1176,22 @@ def build(
                              "BASE_IMAGE; a registry mirror, say); recorded in its scorecards")] = [],  # noqa: B006
 ) -> None:
     """Build a recipe's images (needs a Docker engine); the build context is the recipe's export."""
-    from pinbench.ops.docker_runtime import base_overrides, build_recipe_images
+    from pinbench.ops.docker_runtime import base_overrides
 
     _refuse_secret_shaped("--build-dir", build_dir)
     recipe = _recipe(recipe_name)
     with _failing(RecipeError):
         overrides = base_overrides(recipe, base_image, context)
-        tags = build_recipe_images(recipe, build_dir, base_images=overrides, context=context)
+    _build_images(recipe, build_dir, base_images=overrides, context=context)
+
+
+def _build_images(recipe: Recipe, build_dir: Path = Path("build/export"), *,
+                  base_images: dict[str, dict[str, str]], context: Path | None = None) -> None:
+    """`pinbench build`, and `run --build` once its doctor has passed."""
+    from pinbench.ops.docker_runtime import build_recipe_images
+
+    with _failing(RecipeError):
+        tags = build_recipe_images(recipe, build_dir, base_images=base_images, context=context)
     for tag in tags:
         _echo(f"built {tag}")
 

@@ -94,6 +94,12 @@ def fetch(cfg: RunConfig) -> None:
         fetch_hf(model_pin(pins, cfg.checkpoint))
 
 
+def makes_cosmos3(cfg: RunConfig) -> bool:
+    """The run makes its rollouts with Cosmos3 (not given with --skip-generation, not a --generator's, whose
+    checkpoint is any name for your model): it needs the pinned weights and cosmos-framework."""
+    return not cfg.skip_generation and cfg.generator is None
+
+
 def locate_inputs(cfg: RunConfig, pins: Pins, *, need_model: bool) -> Inputs:
     """The cached inputs of this run, verified, without network (NotFetchedError says what to fetch)."""
     tasks_json = locate(pins.urls["tasks_json"])
@@ -112,7 +118,7 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     if pins is None:
         return []
     needed = ["urls/tasks_json"]
-    if not cfg.skip_generation:
+    if makes_cosmos3(cfg):
         if cfg.checkpoint not in CHECKPOINT_PINS:
             return [problem("inputs", f"unknown checkpoint {cfg.checkpoint!r}"
                                       f"{did_you_mean(cfg.checkpoint, list(CHECKPOINT_PINS))}; "
@@ -148,7 +154,7 @@ def _installed(cfg: RunConfig, pins: Pins) -> list[Finding]:
     from pinbench_recipes.paibench_c.evaluate import EvaluationError, installed_commit
 
     findings = []
-    if not cfg.skip_generation:
+    if makes_cosmos3(cfg):
         framework = Path(os.environ.get("PAIBENCH_C_FRAMEWORK_DIR", "/opt/cosmos-framework"))
         found = installed_commit(framework, framework / ".pinbench-commit")
         expected = pins.upstream["cosmos_framework"].commit

@@ -30,7 +30,14 @@ from pinbench.core.provenance import installed_distributions
 from pinbench.core.run import NotGenerated, Run, RunOutcome
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench_recipes.paibench_c import evaluate, fixture, requests
-from pinbench_recipes.paibench_c.fetch import Inputs, effective_pins, locate_inputs, model_pin, run_pins
+from pinbench_recipes.paibench_c.fetch import (
+    Inputs,
+    effective_pins,
+    locate_inputs,
+    makes_cosmos3,
+    model_pin,
+    run_pins,
+)
 from pinbench_recipes.paibench_c.generate import (
     MIN_FRAMES,
     SOURCES_FILE,
@@ -72,7 +79,7 @@ def run(run: Run) -> RunOutcome:
     #    writes its synthetic dataset, in the real layout, instead.
     with run.step("prepare"):
         inputs = (run.fixture(partial(fixture.fixture_inputs, limit=cfg.limit))
-                  or locate_inputs(cfg, pins, need_model=not cfg.skip_generation))
+                  or locate_inputs(cfg, pins, need_model=makes_cosmos3(cfg)))
         task_ids = [t.task_id for t in inputs.tasks]
 
     # 2. Generate, one request per task and modality (the seed's settings, as cosmos-framework rows): with

@@ -484,15 +484,17 @@ def disk_findings(recipe: Recipe, cfg: RunConfig) -> list[Finding]:
     return [ok("disk", f"{free:.0f} GB free at {where} (estimate {need:g} GB)")]
 
 
-def image_findings(recipe: Recipe, generator_image: str | None = None) -> list[Finding]:
+def image_findings(recipe: Recipe, generator_image: str | None = None, *, building: bool = False) -> list[Finding]:
     """Every stage image built, with its digest, when a Docker engine is reachable (else one ok line); with
-    ``generator_image`` (``--generator-image``) that one, in place of the recipe's generation image."""
+    ``generator_image`` (``--generator-image``) that one, in place of the recipe's generation image. ``building``
+    (``run --build``): the recipe's own images are built after these checks, so one not built yet is no problem."""
     try:
         from pinbench.ops.docker_engine import docker_client
 
         client = docker_client()
     except Exception as exc:  # no SDK, no engine: the docker runtime itself will say so
-        return [problem("images", f"no Docker engine reachable ({type(exc).__name__}); --runtime docker needs one")]
+        return [problem("images", f"no Docker engine reachable ({type(exc).__name__}); --runtime docker needs one: "
+                                  "is dockerd running and DOCKER_HOST set?")]
     from pinbench.ops.docker_runtime import generation_stages
 
     stages = list(recipe.stages)
@@ -502,7 +504,9 @@ def image_findings(recipe: Recipe, generator_image: str | None = None) -> list[F
         try:
             image = client.images.get(tag)
         except Exception:
-            findings.append(problem("images", f"{tag} not found here (--generator-image)" if tag == generator_image
+            findings.append(ok("images", f"{tag} not built yet; --build builds it after these checks")
+                            if building and tag != generator_image else
+                            problem("images", f"{tag} not found here (--generator-image)" if tag == generator_image
                                     else f"{tag} not built; run `make build-{recipe.name}`"))
             continue
         findings.append(ok("images", f"{tag} {image.id}"))
@@ -523,9 +527,9 @@ def token_findings(recipe: Recipe, to_fetch: Sequence[str]) -> list[Finding]:
 
 
 def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float]] | None | bool = True,
-             generator_image: str | None = None) -> list[Finding]:
+             generator_image: str | None = None, building: bool = False) -> list[Finding]:
     """Every finding for this recipe and run configuration (``gpus=True``: ask nvidia-smi; ``generator_image``:
-    a docker run's ``--generator-image``).
+    a docker run's ``--generator-image``; ``building``: its ``--build``, images not built yet are no problem).
 
     Inputs missing from the cache are problems, except where this run will fetch them itself: a docker
     run with network (its fetch stage), or a recipe whose run downloads when online
@@ -557,7 +561,7 @@ def diagnose(recipe: Recipe, cfg: RunConfig, *, gpus: list[tuple[str, str, float
         else:
             findings += cache
         if cfg.runtime == "docker":
-            findings += image_findings(recipe, generator_image)
+            findings += image_findings(recipe, generator_image, building=building)
         findings += gpu_findings(recipe, cfg, visible_gpus() if gpus is True else (gpus or None))
         findings += disk_findings(recipe, cfg)
     return findings

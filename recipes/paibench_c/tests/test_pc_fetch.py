@@ -88,3 +88,25 @@ def test_the_doctor_decodes_the_stored_videos_with_the_runs_decoder(tmp_path: Pa
     (line,) = video_lines(decoder="decord")
     assert line.startswith("False video decoder 'decord' is not available here") and "\n" not in line
     assert line.endswith("choose another with -o decoder=<pyav, opencv>")
+
+
+def test_a_generator_run_needs_no_cosmos3_and_takes_any_checkpoint_name(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run paibench-c --checkpoint my-model --generator ...` (what `run --help` says: any other name scores your own
+    model) was refused by the doctor, "unknown checkpoint 'my-model'", and without it at prepare: the Cosmos3
+    weights and cosmos-framework were required of rollouts a --generator makes."""
+    monkeypatch.setenv("PAIBENCH_C_FRAMEWORK_DIR", str(tmp_path / "no-framework-here"))
+    pins = load_pins(fetch_module.PINS_PATH)
+
+    def findings(checkpoint: str, generator: str | None) -> list[str]:
+        cfg = get_recipe("paibench-c").config(checkpoint, out_dir=tmp_path / "run", limit=2, generator=generator,
+                                              env={})
+        assert fetch_module.makes_cosmos3(cfg) is (generator is None)
+        return [f"{f.check} {f.line}" for f in fetch_module.doctor(cfg, pins) if not f.ok]
+
+    own = findings("my-model", "folder")
+    assert not [line for line in own if "my-model" in line or "Cosmos3" in line or "cosmos-framework" in line], own
+    assert [line for line in findings("Cosmos3-Nano", "folder") if "Cosmos3-Nano" in line] == []
+    (refused,) = findings("my-model", None)   # Cosmos3 makes them: the name must be one of its checkpoints
+    assert refused == "inputs unknown checkpoint 'my-model'; known: Cosmos3-Nano, Cosmos3-Super"
+    assert any("nvidia/Cosmos3-Nano@" in line for line in findings("Cosmos3-Nano", None))
