@@ -83,6 +83,8 @@ _RUN_OPTIONS = {
     "--runtime": "give pinbench submit --container docker (or pyxis, apptainer)",
     "--verify-inputs": "an option of pinbench run alone; pinbench submit does not take it",
     "--move-aside": "an option of pinbench run alone; pinbench submit does not take it",
+    "--build": "an option of pinbench run alone; build the images first with pinbench build",
+    "--base-image": "an option of pinbench run --build and pinbench build; build the images first with it",
 }
 # the sbatch options a script's header takes from pinbench submit's own (--partition gpu): an abbreviation of one
 # given as --sbatch-arg (--part=other) came after it and won
