@@ -904,9 +904,9 @@ def _load_run(scorecard: Path, *, needs_samples: bool = False) -> tuple[Scorecar
     card = load_scorecard(scorecard)
     if needs_samples:
         with _failing(CompareError):
-            samples_file(scorecard, card)
-    samples_name = card.samples.path
-    samples_path = scorecard.parent / samples_name if samples_name else None
+            samples_path: Path | None = samples_file(scorecard, card)
+    else:
+        samples_path = scorecard.parent / card.samples.path if card.samples.path else None
     samples = read_merged(samples_path) if samples_path and samples_path.is_file() else None
     if samples is not None:
         samples += run_derived(scorecard.parent, card)

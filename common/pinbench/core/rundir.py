@@ -485,8 +485,7 @@ def hold_named(path: Path, mode: int) -> int:
         except BlockingIOError:
             os.close(fd)
             holder = read_json_object(path)
-            raise LockHeld(f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}: "
-                           f"{_holder_argv(holder)}" if holder else None) from None
+            raise LockHeld(f"{_holder_who(holder)}: {_holder_argv(holder)}" if holder else None) from None
         try:
             same = os.path.samestat(os.fstat(fd), os.lstat(path))
         except FileNotFoundError:
@@ -518,8 +517,12 @@ def release_named(path: Path, fd: int) -> None:
 
 def _holder_text(holder: Mapping[str, Any]) -> str:
     shard = holder.get("shard") or "unsharded"
-    return (f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')} "
-            f"({shard}: {_holder_argv(holder) or '?'})")
+    return f"{_holder_who(holder)} ({shard}: {_holder_argv(holder) or '?'})"
+
+
+def _holder_who(holder: Mapping[str, Any]) -> str:
+    """A lock's holder as every message names it: its process, host and start."""
+    return f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('started')}"
 
 
 def _holder_argv(holder: Mapping[str, Any]) -> str:

@@ -170,8 +170,8 @@ def command_argv(spec: str) -> list[str]:
         # a secret flag's value (--token VALUE) is kept only once it splits: hidden here from its words
         shown = redact(spec, secret_flag_values(spec.split()))
         raise RecipeError(f"--generator {shown}: {exc} (it is split as a shell would split it)") from None
-    unknown = sorted({m["name"] for arg in argv for m in _BRACED.finditer(arg)
-                      if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
+    braced = [m for arg in argv for m in _BRACED.finditer(arg)]   # every {name}, ${name} and {{literal}} of its words
+    unknown = sorted({m["name"] for m in braced if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
     if unknown:
         name = unknown[0]
         raise RecipeError(f"--generator command: unknown placeholder {{{name}}} (known: "
@@ -188,14 +188,13 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"--generator command: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
                           "so a path with a space or a quote breaks the script; pass the paths as the script's "
                           f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
-    dollar = sorted({m["name"] for arg in argv for m in _BRACED.finditer(arg)
-                     if m["dollar"] and m["name"] in PLACEHOLDERS})
+    dollar = sorted({m["name"] for m in braced if m["dollar"] and m["name"] in PLACEHOLDERS})
     if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
         raise RecipeError(f"--generator command: ${{{dollar[0]}}} is no variable (no shell reads the command's "
                           f"words): write {{{dollar[0]}}} for the path")
     # the command learns where to write only from {out} (the request's file holds no path, and a rollout written
     # elsewhere is refused): without it every sample failed, after the run began
-    if argv and not any(m["name"] == "out" for arg in argv for m in _BRACED.finditer(arg)):
+    if argv and not any(m["name"] == "out" for m in braced):
         raise RecipeError("--generator command: its argv names no {out}, so it is never told where to write the "
                           "rollout: add {out} (a word of its own, or a shell script's argument: "
                           "sh -c 'gen --out \"$1\"' sh {out})")
