@@ -685,3 +685,24 @@ def test_a_record_taken_from_the_cache_replaces_the_stored_one_it_was_chosen_ove
     assert said.count("not reused (generator changed), replaced by a new record") == 8   # B's turn, then A's again
     stored = read_store(out / "samples")
     assert stored.unread == [] and {stored.newest(t.sample_id).data["result"]["by"] for t in TASKS} == {"A"}
+
+
+@pytest.mark.parametrize(("status", "result", "error", "said"), [
+    ("failed", None, "ValueError: bad frame", "failed before"), ("failed", None, None, "unreadable record")])
+def test_a_sound_entry_whose_record_the_runner_refuses_is_said_once(
+        toy: Recipe, tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str],
+        status: str, result: dict | None, error: str | None, said: str) -> None:
+    """A sound entry of s0's key, inputs and code holding a failed record, or one the runner cannot read as a record
+    (only a planted or hand-edited one: a run keeps ok records only): it was computed again unsaid, where every other
+    unusable entry is named."""
+    _compute(toy, tmp_path / "a")
+    implementation = toy.config("Toy-Nano", out_dir=tmp_path / "x", env={}).implementation
+    samples = SampleCache(cache, "toy-bench/", implementation)
+    entry = samples._path(samples.key(input_hash(TASKS[0])))
+    entry.write_bytes(encode_line(SampleRecord("s0", status, result, error, input_hash(TASKS[0]), 0.02,
+                                               implementation=implementation).to_bytes()))
+    capsys.readouterr()
+    again = _compute(toy, tmp_path / "b")
+    assert (again.n_done, again.n_cached, again.records["s0"].result["f1"]) == (1, 3, 0.5)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample cache:")]
+    assert lines == [f"sample cache: {entry}: the record is refused ({said}); not used, computed again"]

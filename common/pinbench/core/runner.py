@@ -839,11 +839,14 @@ def run_samples(
             refused[sid] = judged.refused
         if judged.reusable is None and cache is not None:
             found = cache.record_of(sid, task_hash)
-            if found is not None and _judge([found], task_hash, implementation, validate).reusable is not None:
+            taken = None if found is None else _judge([found], task_hash, implementation, validate)
+            if taken is not None and taken.reusable is not None:
                 records[sid] = _as_record(found)
                 cached.append(records[sid])
                 replaced.append((sid, task, task_hash))
                 continue
+            if taken is not None:
+                cache.refused(task_hash, taken.reason)
         if judged.reusable is None:
             pending.append((sid, task, task_hash))
             replaced.append((sid, task, task_hash))

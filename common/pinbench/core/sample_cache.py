@@ -69,7 +69,8 @@ _SWITCH_WORDS = {"0", "1", "false", "true", "no", "yes", "on", "none", "disable"
 def cache_dir(run_dir: Path | None = None, environ: Mapping[str, str] = os.environ,
               inputs: Mapping[str, Path] | None = None) -> Path | None:
     """The sample cache's folder (absent until a run keeps a record), or None when ``PINBENCH_SAMPLE_CACHE=off``
-    (read from ``environ``: ``--runtime docker`` passes the host's on to its containers).
+    (read from ``environ``: ``--runtime docker`` passes the host's on to its containers); empty or blank is the
+    default, a relative path is the working directory's.
     ValueError naming the variable when the path is something other than a folder: a regular file or a FIFO there
     was taken silently, ``cache show`` counting 0 records and every run computing every sample again; and, for the
     run in ``run_dir``, when the folder is that directory or inside it: the cache is every run's, and each entry
@@ -212,6 +213,11 @@ class SampleCache:
                       f"{sample_id!r}")
             return None
         return stored
+
+    def refused(self, task_hash: str, why: str) -> None:
+        """Said for a sound entry of this task whose record the runner refused (``why``: a failure, a result the
+        recipe's check refuses, a record it cannot read): it was computed again unsaid."""
+        self._say(f"{self._path(self.key(task_hash))}: the record is refused ({why})")
 
     def _read(self, path: Path, task_hash: str) -> tuple[Stored | None, str]:
         """The entry's record when it is sound and this task's, else None and why not ("" when it is gone). A symlink
