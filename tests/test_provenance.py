@@ -1046,6 +1046,15 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ("Authorization: Bearer abcdefA0123456789abcdef0123: 401", "Authorization: Bearer ***: 401"),
     ("Authorization: Token Ab0123456789abcdef01234567 : bad", "Authorization: Token *** : bad"),
     ("HF_TOKEN=abc.defgh.ijk hfToken=Abc.Defgh", "HF_TOKEN=*** hfToken=***"),
+    # secrets63: a credential's tail of Title-Case letters before ':' is no header but a secret's name or
+    # Authorization (its letters were shown); another header's name glued on is hidden with the credential
+    ("Authorization: Basic QWxhZGRpbjpPcGVu: 401", "Authorization: Basic ***: 401"),
+    ("Authorization: Bearer abc123def456Xyz-Abc: x Authorization: Token abcdefghijklmnopqrstuvHunter:",
+     "Authorization: Bearer ***: x Authorization: Token ***:"),
+    ("Authorization: Bearer abc123def456Content-Type: application/json",
+     "Authorization: Bearer ***: application/json"),
+    ("Authorization: Basic a1b2c3Proxy-Authorization: Bearer xyzsecret1",
+     "Authorization: Basic ***Proxy-Authorization: Bearer ***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",

@@ -414,20 +414,23 @@ def _hide_authorization(text: str) -> str:
             if _HEADER_COLON.match(text, end):
                 start = max(match.end(1), end - _HEADER_MOST)
                 glued = _GLUED_HEADER.search(text, start, end)
-                if not glued or not _ends_secret(glued.group()):
-                    glued = _GLUED_SECRET.search(text, start, end) or glued
+                name = glued.group() if glued else ""
+                if not _ends_secret(name) and not name.lower().endswith("authorization"):
+                    glued = _GLUED_SECRET.search(text, start, end)
                 end = glued.start() if glued and glued.start() > match.end(1) else end   # a name alone: the credential
             parts += [text[done:match.end(1)], REDACTED]
             done = end
     return "".join([*parts, text[done:]])
 
 
-# A header's name (Title-Case words of letters joined by '-': Authorization, X-Api-Key; or this header's own in any
-# case) ending a credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the
-# next header's name in. Letters only, and never the whole credential: a credential's tail of digits too (Bearer
-# abcdefA0123...def: 401 showed 'A0123...def') or a credential of one such word (Token Ab0123...: bad) was shown
-# (secrets59). Sought in the credential's last 64 characters: from each of its characters, a credential of
-# 50,000 'A-' took 99 s.
+# A header's name (Title-Case words of letters joined by '-': X-Api-Key; or this header's own in any case) ending a
+# credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the next header's
+# name in. Only an Authorization's or one ending in a secret's word (whose credential or value follows) ends it; any
+# other is hidden with the credential: a credential's tail of Title-Case letters (Basic QWxhZGRpbjpPcGVu: showed 'Vu',
+# Bearer ...Xyz-Abc: showed 'Xyz-Abc'; secrets63) is one. Letters only, and never the whole credential: a tail of
+# digits too (Bearer abcdefA0123...def: 401 showed 'A0123...def') or a credential of one such word (Token Ab0123...:
+# bad) was shown (secrets59). Sought in the credential's last 64 characters: from each of its characters, a
+# credential of 50,000 'A-' took 99 s.
 _GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z]*-)*[A-Z][a-z]+|AUTHORIZATION|authorization)$")
 _GLUED_SECRET = re.compile(_SECRET_WORD + "$")
 _HEADER_MOST = 64
