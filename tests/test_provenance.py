@@ -355,7 +355,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "HFToken": "abc", "OpenAIApiKey": "k", "S3SecretKey": "s", "BOSTokenizer": "b",
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
                    "unk_token": "<unk>x1", "mask_token": "[MASK] x", "api_token": "{a}{b}", "password": "[hunter2]",
-                   "secret_key": "<sk-abc123def456>", "db_password": "$ECRET2024"},
+                   "secret_key": "<sk-abc123def456>", "db_password": "$ECRET2024",
+                   "eos_token": "tokenizer.eos_token", "token": "abc123def456", "my_token": "Secret.Value"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
@@ -367,7 +368,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "HFToken": "***", "OpenAIApiKey": "***", "S3SecretKey": "***", "BOSTokenizer": "b",
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
                    "unk_token": "***", "mask_token": "***", "api_token": "***", "password": "***",
-                   "secret_key": "***", "db_password": "***"},
+                   "secret_key": "***", "db_password": "***",
+                   "eos_token": "tokenizer.eos_token", "token": "***", "my_token": "***"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -1055,6 +1057,8 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
      "Authorization: Bearer ***: application/json"),
     ("Authorization: Basic a1b2c3Proxy-Authorization: Bearer xyzsecret1",
      "Authorization: Basic ***Proxy-Authorization: Bearer ***"),
+    # secrets63: a dotted value after a token's name is code only in lower case (a credential's has upper case)
+    ("token=Secret.Value x token=abc.DEF.ghi", "token=*** x token=***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -1072,7 +1076,7 @@ NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TO
                    # secrets58: a tokenizer's attribute after a token's name is code (hidden as 'tokenizer.pad_token
                    # = ***')
                    "tokenizer.pad_token = tokenizer.eos_token token = self.tokenizer",
-                   "f(pad_token=tok.eos_token, eos_token=tok.eos_token)"]
+                   "f(pad_token=tok.eos_token, eos_token=tok.eos_token)", "self.token = cfg.token"]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)
