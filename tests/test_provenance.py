@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import platform
@@ -589,10 +590,16 @@ def test_redact_hides_an_aws_secret_access_key_by_its_name_or_its_key_id(line: s
 
 def test_forty_characters_of_base64s_alphabet_alone_are_no_aws_secret() -> None:
     """Commits, digests, paths and sample ids stay, an access key id's neighbours too unless they mix cases."""
+    from pinbench.core.provenance import holds_secret
+
     plain = (f"commit {'3f9a0c7e5b' * 4} sha256 {'a1b2c3d4e5f6a7b8' * 4} AKIAIOSFODNN7EXAMPLE at {'0f1e2d3c4b' * 4} "
              f"/data/Videos/CameraBench/Tests/AbcdEfgh01 sample {AWS_SECRET[::-1]}x binary__Pan_Left__0001")
     assert redact(plain) == plain.replace("AKIAIOSFODNN7EXAMPLE", "***")
     assert redact(f"AKIAIOSFODNN7EXAMPLE\n{AWS_SECRET}") == f"***\n{AWS_SECRET}"   # another line: no pair
+    # secrets63: a key alone on its line is left, as a whole text of 40 such characters is (a run folder, refused
+    # as an --out holding a secret) and a wrapped base64 block's last line (a certificate, an inline image)
+    alone = ["runs/CameraBench/Qwen2VL7B/Seed1234Abcde", base64.encodebytes(bytes(range(100, 187))).decode()]
+    assert [redact(text) for text in alone] == alone and not any(holds_secret(text) for text in alone)
 
 
 def test_a_url_user_name_shaped_like_a_token_is_hidden_and_plain_names_stay() -> None:
