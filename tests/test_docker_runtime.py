@@ -645,6 +645,7 @@ def test_a_generator_path_that_would_hand_over_the_home_folder_or_a_secret_is_re
 
 @pytest.mark.parametrize(("name", "refused"), [
     ("password_reset.py", False), ("passwordReset.py", False), ("secret_santa.py", False), ("tokenizer.json", False),
+    ("apiKeyHelper.ts", False),
     ("reset_password.py", True), ("resetPassword.py", True), ("credentials.json", True), ("hfToken", True),
     ("token_v2.json.bak", True), ("private.key", True),
     ("client_secret_1234-a1b2.apps.googleusercontent.com.json", True), ("hf_token_backup", True),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import platform
@@ -355,7 +356,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "HFToken": "abc", "OpenAIApiKey": "k", "S3SecretKey": "s", "BOSTokenizer": "b",
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
                    "unk_token": "<unk>x1", "mask_token": "[MASK] x", "api_token": "{a}{b}", "password": "[hunter2]",
-                   "secret_key": "<sk-abc123def456>", "db_password": "$ECRET2024"},
+                   "secret_key": "<sk-abc123def456>", "db_password": "$ECRET2024",
+                   "eos_token": "tokenizer.eos_token", "token": "abc123def456", "my_token": "Secret.Value"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
@@ -367,7 +369,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "HFToken": "***", "OpenAIApiKey": "***", "S3SecretKey": "***", "BOSTokenizer": "b",
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
                    "unk_token": "***", "mask_token": "***", "api_token": "***", "password": "***",
-                   "secret_key": "***", "db_password": "***"},
+                   "secret_key": "***", "db_password": "***",
+                   "eos_token": "tokenizer.eos_token", "token": "***", "my_token": "***"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -587,10 +590,16 @@ def test_redact_hides_an_aws_secret_access_key_by_its_name_or_its_key_id(line: s
 
 def test_forty_characters_of_base64s_alphabet_alone_are_no_aws_secret() -> None:
     """Commits, digests, paths and sample ids stay, an access key id's neighbours too unless they mix cases."""
+    from pinbench.core.provenance import holds_secret
+
     plain = (f"commit {'3f9a0c7e5b' * 4} sha256 {'a1b2c3d4e5f6a7b8' * 4} AKIAIOSFODNN7EXAMPLE at {'0f1e2d3c4b' * 4} "
              f"/data/Videos/CameraBench/Tests/AbcdEfgh01 sample {AWS_SECRET[::-1]}x binary__Pan_Left__0001")
     assert redact(plain) == plain.replace("AKIAIOSFODNN7EXAMPLE", "***")
     assert redact(f"AKIAIOSFODNN7EXAMPLE\n{AWS_SECRET}") == f"***\n{AWS_SECRET}"   # another line: no pair
+    # secrets63: a key alone on its line is left, as a whole text of 40 such characters is (a run folder, refused
+    # as an --out holding a secret) and a wrapped base64 block's last line (a certificate, an inline image)
+    alone = ["runs/CameraBench/Qwen2VL7B/Seed1234Abcde", base64.encodebytes(bytes(range(100, 187))).decode()]
+    assert [redact(text) for text in alone] == alone and not any(holds_secret(text) for text in alone)
 
 
 def test_a_url_user_name_shaped_like_a_token_is_hidden_and_plain_names_stay() -> None:
@@ -1046,6 +1055,17 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     ("Authorization: Bearer abcdefA0123456789abcdef0123: 401", "Authorization: Bearer ***: 401"),
     ("Authorization: Token Ab0123456789abcdef01234567 : bad", "Authorization: Token *** : bad"),
     ("HF_TOKEN=abc.defgh.ijk hfToken=Abc.Defgh", "HF_TOKEN=*** hfToken=***"),
+    # secrets63: a credential's tail of Title-Case letters before ':' is no header but a secret's name or
+    # Authorization (its letters were shown); another header's name glued on is hidden with the credential
+    ("Authorization: Basic QWxhZGRpbjpPcGVu: 401", "Authorization: Basic ***: 401"),
+    ("Authorization: Bearer abc123def456Xyz-Abc: x Authorization: Token abcdefghijklmnopqrstuvHunter:",
+     "Authorization: Bearer ***: x Authorization: Token ***:"),
+    ("Authorization: Bearer abc123def456Content-Type: application/json",
+     "Authorization: Bearer ***: application/json"),
+    ("Authorization: Basic a1b2c3Proxy-Authorization: Bearer xyzsecret1",
+     "Authorization: Basic ***Proxy-Authorization: Bearer ***"),
+    # secrets63: a dotted value after a token's name is code only in lower case (a credential's has upper case)
+    ("token=Secret.Value x token=abc.DEF.ghi", "token=*** x token=***"),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -1063,7 +1083,7 @@ NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TO
                    # secrets58: a tokenizer's attribute after a token's name is code (hidden as 'tokenizer.pad_token
                    # = ***')
                    "tokenizer.pad_token = tokenizer.eos_token token = self.tokenizer",
-                   "f(pad_token=tok.eos_token, eos_token=tok.eos_token)"]
+                   "f(pad_token=tok.eos_token, eos_token=tok.eos_token)", "self.token = cfg.token"]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)

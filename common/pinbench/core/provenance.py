@@ -178,11 +178,12 @@ _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
                           r"(?!%\(|(?:'" + _PLACEHOLDER + "'|" + _PLACEHOLDER + r")(?![^\s\"'\\&,;}\]]))"
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
-# An unquoted dotted name of letters and '_' after a token's name is code, no value: a tokenizer's attribute
-# (tokenizer.pad_token = tokenizer.eos_token hid 'tokenizer.eos_token'). Only after "token" (NLP code's word for a
-# tokenizer's unit; a generated credential holds digits, hf_/ghp_ shapes are hidden by their own patterns): after a
-# password's or a key's name a dotted word may be a passphrase (correct.horse.battery.staple) and stays hidden.
-_DOTTED_NAME = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]+)+[,;)]*")   # a call's keyword argument: its "," or ")" too
+# An unquoted dotted name of lower-case letters and '_' after a token's name is code, no value: a tokenizer's attribute
+# (tokenizer.pad_token = tokenizer.eos_token hid 'tokenizer.eos_token'), as a token-named JSON field's whole value is
+# (``_code_name``). Only after "token" (NLP code's word for a tokenizer's unit; a generated credential holds digits or
+# upper case: token=Secret.Value and a JWT's shape abc.DEF.ghi were shown; hf_/ghp_ shapes are hidden by their own
+# patterns): after a password's or a key's name a dotted word may be a passphrase (correct.horse.battery.staple).
+_DOTTED_NAME = re.compile(r"[a-z_]+(?:\.[a-z_]+)+[,;)]*")   # a call's keyword argument: its "," or ")" too
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
 # A variable or build-arg name that holds a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWD, ...): its
@@ -414,20 +415,23 @@ def _hide_authorization(text: str) -> str:
             if _HEADER_COLON.match(text, end):
                 start = max(match.end(1), end - _HEADER_MOST)
                 glued = _GLUED_HEADER.search(text, start, end)
-                if not glued or not _ends_secret(glued.group()):
-                    glued = _GLUED_SECRET.search(text, start, end) or glued
+                name = glued.group() if glued else ""
+                if not _ends_secret(name) and not name.lower().endswith("authorization"):
+                    glued = _GLUED_SECRET.search(text, start, end)
                 end = glued.start() if glued and glued.start() > match.end(1) else end   # a name alone: the credential
             parts += [text[done:match.end(1)], REDACTED]
             done = end
     return "".join([*parts, text[done:]])
 
 
-# A header's name (Title-Case words of letters joined by '-': Authorization, X-Api-Key; or this header's own in any
-# case) ending a credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the
-# next header's name in. Letters only, and never the whole credential: a credential's tail of digits too (Bearer
-# abcdefA0123...def: 401 showed 'A0123...def') or a credential of one such word (Token Ab0123...: bad) was shown
-# (secrets59). Sought in the credential's last 64 characters: from each of its characters, a credential of
-# 50,000 'A-' took 99 s.
+# A header's name (Title-Case words of letters joined by '-': X-Api-Key; or this header's own in any case) ending a
+# credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the next header's
+# name in. Only an Authorization's or one ending in a secret's word (whose credential or value follows) ends it; any
+# other is hidden with the credential: a credential's tail of Title-Case letters (Basic QWxhZGRpbjpPcGVu: showed 'Vu',
+# Bearer ...Xyz-Abc: showed 'Xyz-Abc'; secrets63) is one. Letters only, and never the whole credential: a tail of
+# digits too (Bearer abcdefA0123...def: 401 showed 'A0123...def') or a credential of one such word (Token Ab0123...:
+# bad) was shown (secrets59). Sought in the credential's last 64 characters: from each of its characters, a
+# credential of 50,000 'A-' took 99 s.
 _GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z]*-)*[A-Z][a-z]+|AUTHORIZATION|authorization)$")
 _GLUED_SECRET = re.compile(_SECRET_WORD + "$")
 _HEADER_MOST = 64
@@ -444,8 +448,7 @@ def _hide_named_values(text: str, lowered: str) -> str:
             value, end = value[:-1], end - 1
         ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
                 else "=" in match.group(1) or _MIXED.match(value)))
-        if not ends or _number(value) or not quote and _DOTTED_NAME.fullmatch(value) \
-                and text.startswith("token", match.start()):   # code's lower case: HF_TOKEN=abc.defgh.ijk, hidden
+        if not ends or _number(value) or not quote and _code_name(text[match.start():match.start(1)], value):
             return match.group(0)
         return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
@@ -459,6 +462,12 @@ def _hide_named_values(text: str, lowered: str) -> str:
             parts += [text[done:start], hidden(match)]
             done = match.end()
     return "".join([*parts, text[done:]])
+
+
+def _code_name(word: str, value: str) -> bool:
+    """Whether ``value`` after a secret's name ending in ``word`` is code (``_DOTTED_NAME``): the name's word is
+    "token" in code's lower case (HF_TOKEN=abc.defgh.ijk, hfToken=Abc.Defgh are values)."""
+    return word == "token" and _DOTTED_NAME.fullmatch(value) is not None
 
 
 _KEY_BACKS = (3, 4, 6, 7, 8)   # where a name ending in "key" starts: apikey, api_key, accesskey, secret-key
@@ -772,7 +781,7 @@ def _scrub(obj: Any, secrets: Sequence[str]) -> Any:
         for key, value in obj.items():
             name = _redact(str(key), secrets)
             if (isinstance(value, str) and value and is_secret_field(str(key))
-                    and not _WHOLE_PLACEHOLDER.fullmatch(value)):
+                    and not _WHOLE_PLACEHOLDER.fullmatch(value) and not _code_name(str(key)[-5:], value)):
                 out[name] = REDACTED
             else:
                 out[name] = _scrub(value, secrets)
