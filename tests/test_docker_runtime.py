@@ -713,7 +713,8 @@ def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounte
     code named for a secret, are no secret: the walk refused every such project. Nor are a venv's packages (pip's
     and requests' certifi/cacert.pem, the docker package's credentials/), the project's compiled code
     (__pycache__/token.cpython-311.pyc), npm's docs, a git branch named for a token: review61 saw each refuse a
-    project as real ones are, a venv made by ``python -m venv`` among them."""
+    project as real ones are, a venv made by ``python -m venv`` among them. Each package is listed by its
+    dist-info's RECORD, as pip and uv write them."""
     folder = tmp_path / "project"
     for name in (".env/lib/python3.11/site-packages/google/auth/credentials.py", "auth/token.py", "gen.py",
                  "venv/lib/python3.11/site-packages/pip/_vendor/certifi/cacert.pem",
@@ -722,7 +723,44 @@ def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounte
                  ".git/refs/heads/fix-token-refresh", ".git/config"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text("x")
+    for packages, package in ((".env", "google"), ("venv", "pip"), (".venv", "docker")):
+        _record(folder / packages / "lib/python3.11/site-packages", package)
     assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
+def _record(packages: Path, package: str) -> None:
+    """An installed ``package`` in ``packages``: its dist-info's RECORD lists each file under its folder."""
+    info = packages / f"{package}-1.0.dist-info"
+    info.mkdir(parents=True)
+    files = [path.relative_to(packages).as_posix() for path in (packages / package).rglob("*") if path.is_file()]
+    (info / "RECORD").write_text("".join(f"{name},sha256=x,1\n" for name in files)
+                                 + f"{info.name}/RECORD,,\n../../../bin/{package},sha256=x,1\n")
+
+
+@pytest.mark.parametrize("packages", ["vendor", "usr/lib/python3/dist-packages",
+                                      "pkgs/certifi-2024.2.2-py311/lib/python3.11/site-packages",
+                                      "venv/lib/python3.11/site-packages"])
+def test_an_installed_package_s_files_are_passed_and_a_user_s_beside_them_refused(
+        client: FakeDockerClient, tmp_path: Path, packages: str) -> None:
+    """Only lib/pythonX.Y/site-packages was skipped: certifi's cacert.pem installed by ``pip install --target
+    vendor``, in Debian's dist-packages or a conda package refused the project holding it, while a user's own folder
+    named site-packages hid its token (mounts63). A name a dist-info RECORD or a conda package's info/files lists is
+    an installed package's, passed; any other, a package folder's neighbour included, is walked."""
+    folder = tmp_path / "project"
+    (folder / packages / "certifi").mkdir(parents=True)
+    (folder / packages / "certifi" / "cacert.pem").write_text("x")
+    (folder / "gen.py").write_text("x")
+    _record(folder / packages, "certifi")
+    conda = folder / "pkgs" / "ca-certificates-2024.2.2-h0"   # conda's package of the certificates, no Python's
+    (conda / "ssl").mkdir(parents=True)
+    (conda / "info").mkdir()
+    (conda / "ssl" / "cacert.pem").write_text("x")
+    (conda / "info" / "files").write_text("ssl/cacert.pem\n")
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+    (folder / packages / "hf_token").write_text("x")
+    assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds {packages}/hf_token, named for a "
+        "secret)")
 
 
 def _mount_mode(tmp_path: Path, client: FakeDockerClient, folder: Path) -> str:
@@ -799,7 +837,79 @@ def test_a_bare_repository_whose_config_holds_a_credential_is_refused(client: Fa
         "credential); name the files it needs, or put them in --generator-image")
 
 
-@pytest.mark.parametrize("held", ["site-packages/hf_token", "node_modules/hf_token", "lib/site-packages/.env"])
+@pytest.mark.parametrize(("held", "text"), [
+    (".git/FETCH_HEAD", f"{'0' * 40}\t\tbranch 'main' of https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    (".git/logs/HEAD", f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    ("creds/remote.inc", f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')])
+def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential_is_refused(
+        client: FakeDockerClient, tmp_path: Path, held: str, text: str) -> None:
+    """Only .git/config was read: a remote URL's token in FETCH_HEAD, in the reflog's clone line, or in a config
+    that .git/config includes ([include] path, relative to .git) was mounted (mounts63)."""
+    folder = tmp_path / "project"
+    (folder / ".git").mkdir(parents=True)
+    (folder / "creds").mkdir()
+    (folder / ".git" / "config").write_text("[core]\n\tbare = false\n[include]\n\tpath = ../creds/remote.inc\n")
+    (folder / held).parent.mkdir(parents=True, exist_ok=True)
+    (folder / held).write_text(text)
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its {held} holds a credential); name the "
+        "files it needs, or put them in --generator-image")
+
+
+def test_a_git_config_including_a_credential_outside_the_mounted_folder_is_mounted(
+        client: FakeDockerClient, tmp_path: Path) -> None:
+    """An [includeIf] file outside the mounted folder is not mounted with it: the container gets the path, never the
+    token, so the folder is mounted."""
+    folder = tmp_path / "project"
+    (folder / ".git").mkdir(parents=True)
+    (tmp_path / "remote.inc").write_text(f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')
+    (folder / ".git" / "config").write_text(f'[includeIf "gitdir:{folder}/"]\n\tpath = {tmp_path}/remote.inc\n')
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
+@pytest.mark.parametrize("name", [".env.example", ".env.sample", ".env.template", "sub/.env.example"])
+def test_a_secret_file_s_template_is_refused_only_when_it_holds_what_could_be_a_secret(
+        client: FakeDockerClient, tmp_path: Path, name: str) -> None:
+    """.env.example was refused for its name, though a template holds placeholders (mounts63): it is read, and
+    refused naming it only when its text holds what could be a secret, mounted itself or in a folder."""
+    folder = tmp_path / "project"
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("HF_TOKEN=<your token>\nDEBUG=1\n")
+    for mounted in (folder, folder / name):
+        client.run_calls.clear()
+        assert _mount_mode(tmp_path, client, mounted) == "ro"
+    (folder / name).write_text(f"HF_TOKEN={GIT_TOKEN}\n")
+    assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds {name}, a secret file's template "
+        "holding what could be a secret)")
+    assert _mount_refusal(client, tmp_path, "code", folder / name).startswith(
+        f"-g code: {folder / name} is not mounted into the generator's container (it is a secret file's template "
+        "holding what could be a secret)")
+
+
+@pytest.mark.parametrize(("name", "refused"), [("config.json", False), (".env", True), ("hf_token", True)])
+def test_a_file_linked_from_a_snapshot_is_checked_by_the_name_given(client: FakeDockerClient, tmp_path: Path,
+                                                                    name: str, refused: bool) -> None:
+    """A Hugging Face snapshot's file is a link to ../../blobs/<sha256>: only the blob's hash name was checked, so a
+    snapshot's .env was mounted (mounts63). The link's name counts, and the blob's too."""
+    blob = tmp_path / "hub" / "blobs" / ("ab" * 32)
+    blob.parent.mkdir(parents=True)
+    blob.write_text("{}")
+    (tmp_path / "hub" / "snapshots" / "rev").mkdir(parents=True)
+    link = tmp_path / "hub" / "snapshots" / "rev" / name
+    link.symlink_to(f"../../blobs/{blob.name}")
+    if refused:
+        assert _mount_refusal(client, tmp_path, "weights", link).startswith(
+            f"-g weights: {link} is not mounted into the generator's container (it is named for a secret)")
+    else:
+        recipe = _generating(tmp_path, client, ONE_STAGE)
+        cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                            generator_options={"weights": str(link)}, env={})
+        assert _generate_call(recipe, cfg, client)["volumes"][str(blob)] == {"bind": str(link), "mode": "ro"}
+
+
+@pytest.mark.parametrize("held", ["site-packages/hf_token", "node_modules/hf_token", "lib/site-packages/.env",
+                                  "lib/python3.11/site-packages/hf_token"])
 def test_a_folder_of_its_own_named_like_a_package_folder_is_walked(client: FakeDockerClient, tmp_path: Path,
                                                                    held: str) -> None:
     """site-packages and node_modules were skipped by name anywhere, so a user's own folder so named hid its token

@@ -689,7 +689,10 @@ def is_secret_file(name: str) -> bool:
     (``token_embeddings.safetensors``, ``image_token_ids.npy`` refused a model's folder), while a copy of a token
     renamed by hand still holds one. A tool's credential file or
     folder is one whatever its words (``_SECRET_FILES``: .netrc, id_rsa, .env.local, secrets.yaml, kubeconfig,
-    stored_tokens, .ssh; a key's ``.pem``): each was mounted (secrets59); a public key (id_rsa.pub) is not."""
+    stored_tokens, .ssh; a key's ``.pem``): each was mounted (secrets59); a public key (id_rsa.pub) is not, nor a
+    template (``TEMPLATE_SUFFIXES``: .env.example usually holds placeholders; its reader checks what it holds)."""
+    if os.path.splitext(name)[1].lower() in TEMPLATE_SUFFIXES:
+        return False
     stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
     if _ends_secret(name) or _ends_secret("_".join(stem)):
         return True
@@ -712,6 +715,8 @@ _SECRET_FILES = frozenset({".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", "
                            ".s3cfg", ".env", ".envrc", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk",
                            "id_ed25519_sk", "kubeconfig", "stored_tokens", "secrets", ".ssh", ".aws", ".docker",
                            ".kube", ".gnupg", ".azure"})
+# a secret file's template (.env.example), named for one but written to be shared, its values placeholders
+TEMPLATE_SUFFIXES = frozenset({".example", ".sample", ".template"})
 _SECRET_SUFFIXES = frozenset({".pem", ".key", ".p12", ".pfx", ".ppk", ".jks", ".keystore", ".env"})
 
 

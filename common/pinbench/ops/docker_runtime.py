@@ -24,9 +24,16 @@ from typing import Any, NoReturn
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
-from pinbench.core.files import cache_root, read_regular_text, shown_name
+from pinbench.core.files import FileError, cache_root, open_regular, shown_name
 from pinbench.core.options import OptionSpec
-from pinbench.core.provenance import CODE_SUFFIXES, holds_secret, is_secret_file, is_secret_name, redact
+from pinbench.core.provenance import (
+    CODE_SUFFIXES,
+    TEMPLATE_SUFFIXES,
+    holds_secret,
+    is_secret_file,
+    is_secret_name,
+    redact,
+)
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
@@ -217,8 +224,10 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
         source, home = target.resolve(), Path.home().resolve()
         if home.is_relative_to(source) or source.parent == home and source.name.startswith("."):
             why = "it is or holds your home folder, or is a hidden folder of it"
-        elif is_secret_file(source.name):
+        elif is_secret_file(target.name) or is_secret_file(source.name):   # a snapshot's .env: a blob's hash
             why = "it is named for a secret"
+        elif _secret_template(target.name, source):
+            why = "it is a secret file's template holding what could be a secret"
         elif (folder := _secret_folder(source)) is not None:
             why = f"it lies in {folder}, a tool's credential folder"
         elif (inside := _secret_inside(source, flag, value)) is not None:
@@ -252,24 +261,76 @@ def _secret_folder(source: Path) -> Path | None:
                 None)
 
 
-# Folders the walk does not enter: a venv's or npm's installed packages, whose names are their index's (pip's
-# certifi/cacert.pem, the docker package's credentials/), and git's store, whose refs are branch names
-# (fix-token-refresh): each refused the project holding it. Only where a package folder stands (site-packages in
-# lib/pythonX.Y, node_modules beside a package.json): a user's own folder so named hid its token from the walk.
-_PYTHON_LIB = re.compile(r"(python|pypy)\d")
+# the most bytes of a file read to check its text for a credential (a git config, FETCH_HEAD, a reflog's start, a
+# secret file's template, a dist-info RECORD: torch's is 2 MB): a huge file planted there costs no more
+_CHECK_READ_LIMIT = 16 << 20
+
+
+def _head(path: str | Path) -> str:
+    """The text of regular file ``path``'s first ``_CHECK_READ_LIMIT`` bytes, '' when it has none to read."""
+    try:
+        fd = open_regular(path)
+    except FileError:
+        return ""
+    try:
+        return os.read(fd, _CHECK_READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _secret_template(name: str, path: str | Path) -> bool:
+    """Whether ``name`` is a secret file's template (.env.example: no secret's name, its values are placeholders) and
+    the text of ``path`` holds what could be a secret (``holds_secret``: HF_TOKEN=<your token> does not)."""
+    stem, suffix = os.path.splitext(name)
+    return suffix.lower() in TEMPLATE_SUFFIXES and is_secret_file(stem) and holds_secret(_head(path))
+
+
+def _installed(top: str, folders: list[str]) -> set[str]:
+    """The names in ``top`` an installed package's list of its files there holds (their first parts): a
+    ``*.dist-info/RECORD`` (pip's site-packages, Debian's dist-packages, a ``pip install --target vendor``) or a conda
+    package's ``info/files`` (its pkgs/ cache); their names are their index's (certifi/cacert.pem, the docker
+    package's credentials/). A name none lists is a user's, walked."""
+    names = set()
+    lists = [os.path.join(top, name, "RECORD") for name in folders if name.endswith(".dist-info")]
+    for listed in lists + ([os.path.join(top, "info", "files")] if "info" in folders else []):
+        for line in _head(listed).splitlines():   # RECORD is CSV, its path first; '../../bin/pip' lies outside top
+            path = os.path.normpath(line.split(",", 1)[0])
+            if not path.startswith(".."):
+                names.add(path.split(os.sep)[0])
+    return names
+
+
+def _git_files(git_dir: str, source: Path) -> list[str]:
+    """The files of git store ``git_dir`` that can hold a remote URL's credential: config, FETCH_HEAD, the reflog
+    logs/HEAD (a clone's 'from URL'), and the files config's [include]/[includeIf] sections name that lie in
+    ``source``: one outside it is not mounted, so it hands the container nothing."""
+    config, section = os.path.join(git_dir, "config"), ""
+    found = [config, os.path.join(git_dir, "FETCH_HEAD"), os.path.join(git_dir, "logs", "HEAD")]
+    for line in _head(config).splitlines():
+        if (header := re.match(r"\s*\[\s*(\w*)", line)) is not None:
+            section = header[1].lower()
+        elif section in ("include", "includeif") and (path := re.match(r"\s*path\s*=\s*(.+?)\s*$", line, re.I)):
+            included = os.path.realpath(os.path.join(git_dir, os.path.expanduser(path[1].strip('"'))))
+            if Path(included).is_relative_to(source):
+                found.append(included)
+    return found
 
 
 def _public_folder(top: str, name: str, files: list[str]) -> bool:
-    """Whether the walk skips folder ``name`` in ``top`` (``_secret_inside``): git's store, or installed packages."""
-    return (name == ".git" or name == "site-packages" and _PYTHON_LIB.match(os.path.basename(top)) is not None
-            or name == "node_modules" and "package.json" in files)
+    """Whether the walk skips folder ``name`` in ``top`` (``_secret_inside``): git's store, whose refs are branch names
+    (fix-token-refresh), or npm's installed packages (node_modules beside a package.json: a user's own folder so
+    named hid its token from the walk)."""
+    return name == ".git" or name == "node_modules" and "package.json" in files
 
 
 def _secret_inside(source: Path, flag: str, value: str) -> str | None:
     """Why a folder may not be mounted for what it holds, at any depth, or None: the first file or folder named for a
     secret, as a path under it, and how many more its folder holds (project/sub/.env was mounted: only direct
-    children were checked), or a .git/config or a bare repository's config holding a credential (a remote URL's
-    token: .git is not walked, and config is no secret's name). Source code and a folder named .env (a virtualenv's
+    children were checked), a git store's config, FETCH_HEAD, reflog or included config holding a credential (a
+    remote URL's token: .git is not walked, and none is a secret's name; ``_git_files``), or a secret file's template
+    holding one. Source code, an installed package's files (``_installed``) and a folder named .env (a virtualenv's
     name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
     past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked, or for a subfolder the walk may not enter: its
     names went unchecked, and the mount hands it whole. Names are ``shown_name``'s: a line break or undecodable bytes
@@ -286,12 +347,15 @@ def _secret_inside(source: Path, flag: str, value: str) -> str | None:
         return None
     seen = 0
     for top, folders, files in os.walk(source, onerror=unreadable):   # links not followed: the mount hands no target
-        configs = [os.path.join(top, ".git", "config")] if ".git" in folders else []
+        gits = [os.path.join(top, ".git")] if ".git" in folders else []
         if "HEAD" in files and "objects" in folders:   # a bare repository (repo.git), or a .git mounted itself
-            configs.append(os.path.join(top, "config"))
-        if (config := next((c for c in configs if holds_secret(read_regular_text(c) or "")), None)) is not None:
+            gits.append(top)
+        held = (path for git in gits for path in _git_files(git, source))
+        if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
-        folders[:] = [name for name in folders if not _public_folder(top, name, files)]
+        installed = _installed(top, folders)
+        folders[:] = [name for name in folders if name not in installed and not _public_folder(top, name, files)]
+        files = [name for name in files if name not in installed]
         seen += len(folders) + len(files)
         if seen > MOUNT_CHECK_LIMIT:
             refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
@@ -302,6 +366,10 @@ def _secret_inside(source: Path, flag: str, value: str) -> str | None:
             more = f", and {len(found) - 1} more beside it" if len(found) > 1 else ""
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, found[0]), source))}, named for a " \
                    f"secret{more}"
+        if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))),
+                             None)) is not None:
+            return f"it holds {shown_name(os.path.relpath(os.path.join(top, template), source))}, a secret file's " \
+                   "template holding what could be a secret"
     return None
 
 
