@@ -213,7 +213,8 @@ def describe_usage(recipe: Recipe) -> list[str]:
 
 def _checkpoint_note(recipe: Recipe, checkpoint: str) -> None:
     """A name close to one of the recipe's checkpoints but not one of them is most likely a typo: say so (any
-    name is allowed, it scores your own model), before anything is downloaded."""
+    name is allowed, it scores your own model), before anything is downloaded. Said after the doctor: a name it
+    refuses (paibench-c's own generator knows only its checkpoints) is said once, by the doctor."""
     from pinbench.core.options import did_you_mean
 
     if checkpoint in recipe.checkpoints:
@@ -383,8 +384,6 @@ def run(
         with _failing(RecipeError):
             check_out_dir_outside(cfg, input_paths(cfg))
         _check_sample_cache(cfg)
-        if not cfg.fixture:
-            _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside and cfg.skip_generation:   # (it then refused for want of them, or scored none)
             _fail(f"--move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts "
                   f"{cfg.out_dir} holds, which --skip-generation scores; to score them under other options, run "
@@ -413,6 +412,8 @@ def run(
                           lambda line: typer.echo(line, err=True), verbose=False)
             if code:
                 raise typer.Exit(code)
+        if not cfg.fixture:
+            _checkpoint_note(recipe, cfg.checkpoint)
         if cfg.runtime == "docker":
             from pinbench.ops.docker_runtime import run_in_docker
 
