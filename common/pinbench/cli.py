@@ -894,18 +894,22 @@ def _scorecards_recipe(paths: Sequence[Path], cards: Sequence[Scorecard]) -> Rec
     return recipe
 
 
-def _load_run(scorecard: Path, *, needs_samples: bool = False) -> tuple[Scorecard, Any, list | None]:
+def _load_run(scorecard: Path, *, run_marker: Path | None = None) -> tuple[Scorecard, Any, list | None]:
     """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
-    its derived records, when it has any). With ``needs_samples`` a samples file the scorecard does not name, or
-    names but lacks, ends the command in one line (a report of the scorecard alone said nothing of it)."""
+    its derived records, when it has any). With ``run_marker`` (the pinbench-run.json that makes the scorecard's
+    folder a run directory) a samples file the scorecard does not name, or names but lacks, ends the command in one
+    line naming both (a report of the scorecard alone said nothing of it)."""
     from pinbench.core.runner import read_merged
     from pinbench.core.scorecard import load_scorecard, run_derived
     from pinbench.results.compare import CompareError, samples_file
 
     card = load_scorecard(scorecard)
-    if needs_samples:
-        with _failing(CompareError):
+    if run_marker is not None:
+        try:
             samples_path: Path | None = samples_file(scorecard, card)
+        except CompareError as exc:
+            _fail(f"{exc}; {run_marker} makes its folder a run directory (a scorecard copied alone, without it, is "
+                  "reported from its figures)")
     else:
         samples_path = scorecard.parent / card.samples.path if card.samples.path else None
     samples = read_merged(samples_path) if samples_path and samples_path.is_file() else None
@@ -946,7 +950,8 @@ def report(
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
         # a run directory's scorecard needs its records; one copied alone is reported from its own figures
-        _, references[i], samples[i] = _load_run(path, needs_samples=(path.parent / IDENTITY_FILE).exists())
+        marker = path.parent / IDENTITY_FILE
+        _, references[i], samples[i] = _load_run(path, run_marker=marker if marker.exists() else None)
     with _writing_to("--out", out):
         claim_report_folder(out, scorecards, view=with_view)
         view = _view_folder(scorecards, out) if with_view else None
