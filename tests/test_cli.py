@@ -442,14 +442,17 @@ def test_diff_and_report_take_a_run_directory_as_check_table_compare_and_view_do
 
 def test_a_report_of_a_run_without_its_samples_is_refused_naming_the_file(tmp_path: Path) -> None:
     """A run whose samples.jsonl was removed was reported, exit 0, on a page that said only "No per-sample records
-    given." where check, compare and view name the missing file: report names it too, in one line, exit 2."""
+    given." where check, compare and view name the missing file: report names it too, in one line, exit 2, and the
+    pinbench-run.json that makes the folder a run directory (a lone scorecard beside a stray one was refused
+    without a word of why a scorecard copied alone is reported and this one was not)."""
     card = _dynamic_degree_scorecard(tmp_path / "run")
     (tmp_path / "run" / "samples.jsonl").unlink()
     (tmp_path / "run" / IDENTITY_FILE).write_text("{}")   # a run directory's
     result = runner.invoke(cli.app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
     assert result.exit_code == 2 and not (tmp_path / "report").exists()
     assert result.output == (f"error: {card.parent / 'samples.jsonl'}: not a file; it holds the per-sample records "
-                             "the scorecard names (needed here)\n")
+                             f"the scorecard names (needed here); {card.parent / IDENTITY_FILE} makes its folder a run "
+                             "directory (a scorecard copied alone, without it, is reported from its figures)\n")
 
 
 def test_a_report_of_a_copied_run_whose_samples_link_dangles_names_the_link(tmp_path: Path) -> None:
@@ -463,7 +466,8 @@ def test_a_report_of_a_copied_run_whose_samples_link_dangles_names_the_link(tmp_
     assert result.exit_code == 2 and not (tmp_path / "report").exists()
     assert result.output == (f"error: {card.parent / 'samples.jsonl'}: a dangling symlink (to "
                              "'../store/samples.jsonl'); it holds the per-sample records the scorecard names (needed "
-                             "here)\n")
+                             f"here); {card.parent / IDENTITY_FILE} makes its folder a run directory (a scorecard "
+                             "copied alone, without it, is reported from its figures)\n")
 
 
 def test_a_report_of_a_scorecard_copied_alone_is_written_from_its_figures(tmp_path: Path) -> None:

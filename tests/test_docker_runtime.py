@@ -788,7 +788,8 @@ def test_a_generator_folder_whose_walk_cannot_enter_a_subfolder_is_refused_namin
     monkeypatch.setattr(os, "scandir", refusing)
     assert _mount_refusal(client, tmp_path, "code", folder) == (
         f"-g code: {folder} is not mounted into the generator's container (it holds locked, which could not be read "
-        "to check its names for a secret's: Permission denied); name the folders it needs")
+        "to check its names for a secret's: Permission denied); name the files it needs, or put them in "
+        "--generator-image")
 
 
 def _mount_refusal(client: FakeDockerClient, tmp_path: Path, option: str, path: Path) -> str:
@@ -971,7 +972,8 @@ def test_a_generator_folder_too_large_to_check_is_refused_saying_so(client: Fake
                         generator_options={"weights": str(model)}, env={})
     with pytest.raises(RecipeError, match=rf"^-g weights: {re.escape(str(model))} is not mounted into the "
                                           r"generator's container \(it holds more than 3 files and folders, too many "
-                                          r"to check each name for a secret's\); name the folders it needs$"):
+                                          r"to check each name for a secret's\); name the files it needs, or put "
+                                          r"them in --generator-image$"):
         _generate_call(recipe, cfg, client)
     (model / "shard-3.safetensors").unlink()
     assert _generate_call(recipe, cfg, client)["volumes"][str(model)]["mode"] == "ro"

@@ -451,6 +451,7 @@ def test_run_build_checks_before_it_builds(monkeypatch: pytest.MonkeyPatch, tmp_
     result = runner.invoke(cli.app, [*run, "--checkpoint", "cosmos3-nano", "--build"])
     assert result.exit_code == 2 and steps == [], result.output
     assert "PROBLEM inputs: unknown checkpoint 'cosmos3-nano' (did you mean 'Cosmos3-Nano'?)" in result.output
+    assert "is not one of paibench-c's" not in result.output   # one message: the doctor's, not also the note's
     assert "PROBLEM images" not in result.output   # not built yet: --build builds them
     result = runner.invoke(cli.app, [*run, "--checkpoint", "", "--build"])
     assert result.exit_code == 2 and steps == [] and "--checkpoint is required" in result.output
@@ -468,6 +469,21 @@ def test_run_build_checks_before_it_builds(monkeypatch: pytest.MonkeyPatch, tmp_
     assert result.exit_code == 2 and steps == [] and "--build applies to --runtime docker" in result.output
     result = runner.invoke(cli.app, [*run, "--checkpoint", "Cosmos3-Nano", "--base-image", "Dockerfile=x"])
     assert result.exit_code == 2 and steps == [] and "--base-image applies to --build" in result.output
+
+
+def test_checkpoint_note_once_the_doctor_passes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A name close to a known checkpoint is noted as a likely typo when the run takes it (here rollouts a
+    --generator makes, scored as your own model) and the doctor passes (test_run_build_checks_before_it_builds: a
+    name the doctor refuses is said once, by it)."""
+    import pinbench.ops.launch as launch
+
+    monkeypatch.setattr(doctor, "diagnose", lambda recipe, cfg, **kwargs: [])
+    monkeypatch.setattr(launch, "run_recipe", lambda cfg: None)
+    result = runner.invoke(cli.app, ["run", "paibench-c", "--checkpoint", "cosmos3-nano", "--generator", "gen {out}",
+                                     "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "note: checkpoint 'cosmos3-nano' is not one of paibench-c's (Cosmos3-Nano, Cosmos3-Super) (did you " \
+           "mean 'Cosmos3-Nano'?); a new name is taken as your own model" in result.output
 
 
 def test_only_the_pins_this_run_reads_are_checked(tmp_path: Path) -> None:

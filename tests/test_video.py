@@ -288,15 +288,17 @@ def _readers(path: Path) -> dict[str, Any]:
 
 
 def _pictures(fmt: str, n: int) -> bytes:
-    """``n`` pictures of format ``fmt``: one after another, or for ``WEBP-animated`` one animated WebP."""
+    """``n`` pictures of format ``fmt``: one after another, or for ``WEBP-animated`` and ``GIF-animated`` one
+    animated WebP or GIF."""
     import io
 
     from PIL import Image
 
     pictures = [Image.fromarray(np.full((16, 16, 3), 20 * i, np.uint8)) for i in range(n)]
-    if fmt == "WEBP-animated":
+    if fmt.endswith("-animated"):
         out = io.BytesIO()
-        pictures[0].save(out, format="WEBP", save_all=True, append_images=pictures[1:], duration=100)
+        pictures[0].save(out, format=fmt.removesuffix("-animated"), save_all=True, append_images=pictures[1:],
+                         duration=100)
         return out.getvalue()
     parts = []
     for picture in pictures:
@@ -307,20 +309,23 @@ def _pictures(fmt: str, n: int) -> bytes:
 
 
 @pytest.mark.parametrize("fmt, n, named", [
-    ("PNG", 1, "png"), ("JPEG", 1, "jpeg"),
-    ("PNG", 10, "png: 10 pictures one after another"),   # PyAV decoded its 10 frames
-    ("WEBP-animated", 10, "webp"),                        # one packet this FFmpeg cannot decode
+    ("PNG", 1, "a picture format (png)"), ("JPEG", 1, "a picture format (jpeg)"),
+    ("PNG", 10, "a picture format (png: 10 pictures one after another)"),   # PyAV decoded its 10 frames
+    ("WEBP-animated", 10, "a picture format (webp)"),                        # one packet this FFmpeg cannot decode
+    ("GIF-animated", 5, "a GIF picture (an animation of 5 pictures)"),   # FFmpeg's GIF demuxer: a 5-frame 10 fps video
+    ("GIF", 1, "a GIF picture"),
 ])
 def test_a_picture_named_mp4_is_refused_as_a_picture_format_by_every_reader(tmp_path, fmt, n, named):
     """A PNG saved as ``x.mp4``: FFmpeg's image demuxer read it as a 1-frame 25 fps video (pyav and OpenCV scored
     it, decord said "broken metadata"); every reader now says what it is. "An image" was untrue of PNGs one after
-    another and of an animated WebP, which the same demuxers read: a picture format, with its count of pictures."""
+    another and of an animated WebP, which the same demuxers read: a picture format, with its count of pictures. An
+    animated GIF named ``.mp4`` was read by FFmpeg's GIF demuxer as a video: a GIF picture, an animation."""
     path = tmp_path / "x.mp4"
     path.write_bytes(_pictures(fmt, n))
     for reader, read in _readers(path).items():
         with pytest.raises(VideoError) as err:
             read()
-        assert str(err.value) == f"{path}: undecodable: a picture format ({named}), not a video container", reader
+        assert str(err.value) == f"{path}: undecodable: {named}, not a video container", reader
     assert not is_valid_video(path, 1)
 
 

@@ -213,7 +213,8 @@ def describe_usage(recipe: Recipe) -> list[str]:
 
 def _checkpoint_note(recipe: Recipe, checkpoint: str) -> None:
     """A name close to one of the recipe's checkpoints but not one of them is most likely a typo: say so (any
-    name is allowed, it scores your own model), before anything is downloaded."""
+    name is allowed, it scores your own model), before anything is downloaded. Said after the doctor: a name it
+    refuses (paibench-c's own generator knows only its checkpoints) is said once, by the doctor."""
     from pinbench.core.options import did_you_mean
 
     if checkpoint in recipe.checkpoints:
@@ -383,8 +384,6 @@ def run(
         with _failing(RecipeError):
             check_out_dir_outside(cfg, input_paths(cfg))
         _check_sample_cache(cfg)
-        if not cfg.fixture:
-            _checkpoint_note(recipe, cfg.checkpoint)
         if move_aside and cfg.skip_generation:   # (it then refused for want of them, or scored none)
             _fail(f"--move-aside with --skip-generation: moving the earlier run aside takes with it the rollouts "
                   f"{cfg.out_dir} holds, which --skip-generation scores; to score them under other options, run "
@@ -413,6 +412,8 @@ def run(
                           lambda line: typer.echo(line, err=True), verbose=False)
             if code:
                 raise typer.Exit(code)
+        if not cfg.fixture:
+            _checkpoint_note(recipe, cfg.checkpoint)
         if cfg.runtime == "docker":
             from pinbench.ops.docker_runtime import run_in_docker
 
@@ -893,18 +894,22 @@ def _scorecards_recipe(paths: Sequence[Path], cards: Sequence[Scorecard]) -> Rec
     return recipe
 
 
-def _load_run(scorecard: Path, *, needs_samples: bool = False) -> tuple[Scorecard, Any, list | None]:
+def _load_run(scorecard: Path, *, run_marker: Path | None = None) -> tuple[Scorecard, Any, list | None]:
     """A run's scorecard, the reference for its checkpoint and mode (if any), and its own samples.jsonl (with
-    its derived records, when it has any). With ``needs_samples`` a samples file the scorecard does not name, or
-    names but lacks, ends the command in one line (a report of the scorecard alone said nothing of it)."""
+    its derived records, when it has any). With ``run_marker`` (the pinbench-run.json that makes the scorecard's
+    folder a run directory) a samples file the scorecard does not name, or names but lacks, ends the command in one
+    line naming both (a report of the scorecard alone said nothing of it)."""
     from pinbench.core.runner import read_merged
     from pinbench.core.scorecard import load_scorecard, run_derived
     from pinbench.results.compare import CompareError, samples_file
 
     card = load_scorecard(scorecard)
-    if needs_samples:
-        with _failing(CompareError):
+    if run_marker is not None:
+        try:
             samples_path: Path | None = samples_file(scorecard, card)
+        except CompareError as exc:
+            _fail(f"{exc}; {run_marker} makes its folder a run directory (a scorecard copied alone, without it, is "
+                  "reported from its figures)")
     else:
         samples_path = scorecard.parent / card.samples.path if card.samples.path else None
     samples = read_merged(samples_path) if samples_path and samples_path.is_file() else None
@@ -945,7 +950,8 @@ def report(
     references, samples = {}, {}
     for i, path in enumerate(scorecards):
         # a run directory's scorecard needs its records; one copied alone is reported from its own figures
-        _, references[i], samples[i] = _load_run(path, needs_samples=(path.parent / IDENTITY_FILE).exists())
+        marker = path.parent / IDENTITY_FILE
+        _, references[i], samples[i] = _load_run(path, run_marker=marker if marker.exists() else None)
     with _writing_to("--out", out):
         claim_report_folder(out, scorecards, view=with_view)
         view = _view_folder(scorecards, out) if with_view else None

@@ -17,7 +17,7 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
@@ -215,6 +215,10 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
     mounts: dict[Path, str] = {}
 
     def mounted(value: str, flag: str, *, bare: bool = False) -> str:
+        def refuse(why: str) -> NoReturn:
+            raise RecipeError(f"{flag}: {value} is not mounted into the generator's container ({why}); name the files "
+                              f"it needs, or put them in {image_flag}")
+
         target = Path(os.path.normpath(os.path.join(cwd or os.getcwd(), value)))   # a symlink keeps its name
         if (not value or "/" not in value and not bare or not target.exists()
                 or any(target.is_relative_to(d) for d in _SYSTEM_DIRS)):
@@ -230,13 +234,12 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
             why = "it is a secret file's template holding what could be a secret"
         elif (folder := _secret_folder(source)) is not None:
             why = f"it lies in {folder}, a tool's credential folder"
-        elif (inside := _secret_inside(source, flag, value)) is not None:
+        elif (inside := _secret_inside(source, refuse)) is not None:
             why = inside
         else:
             mounts[source] = f"{target}:ro"
             return str(target)
-        raise RecipeError(f"{flag}: {value} is not mounted into the generator's container ({why}); name the files it "
-                          f"needs, or put them in {image_flag}")
+        refuse(why)
 
     generator = cfg.generator
     if generator.startswith("command:"):
@@ -325,7 +328,7 @@ def _public_folder(top: str, name: str, files: list[str]) -> bool:
     return name == ".git" or name == "node_modules" and "package.json" in files
 
 
-def _secret_inside(source: Path, flag: str, value: str) -> str | None:
+def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | None:
     """Why a folder may not be mounted for what it holds, at any depth, or None: the first file or folder named for a
     secret, as a path under it, and how many more its folder holds (project/sub/.env was mounted: only direct
     children were checked), a git store's config, FETCH_HEAD, reflog or included config holding a credential (a
@@ -333,12 +336,9 @@ def _secret_inside(source: Path, flag: str, value: str) -> str | None:
     holding one. Source code, an installed package's files (``_installed``) and a folder named .env (a virtualenv's
     name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
     past ``MOUNT_CHECK_LIMIT`` entries, which were not all checked, or for a subfolder the walk may not enter: its
-    names went unchecked, and the mount hands it whole. Names are ``shown_name``'s: a line break or undecodable bytes
-    in one made the line two, or one no terminal prints."""
-    def refuse(why: str) -> NoReturn:
-        raise RecipeError(f"{flag}: {value} is not mounted into the generator's container ({why}); name the folders "
-                          "it needs")
-
+    names went unchecked, and the mount hands it whole (``refuse``: the mount's refusal, one wording with the
+    others). Names are ``shown_name``'s: a line break or undecodable bytes in one made the line two, or one no
+    terminal prints."""
     def unreadable(exc: OSError) -> NoReturn:
         refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
                f"names for a secret's: {exc.strerror}")

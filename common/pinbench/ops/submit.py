@@ -312,13 +312,13 @@ def _check_export(request: Request, variables: Sequence[str]) -> None:
     given = [("--sbatch-arg --export", a.split("=", 1)[1]) for a in request.sbatch_args if a.startswith("--export=")]
     given = [("$SBATCH_EXPORT", os.environ["SBATCH_EXPORT"])] if "SBATCH_EXPORT" in os.environ else given[-1:]
     for what, value in given:
-        valued = [name for name, equals, _ in (item.partition("=") for item in value.split(","))
-                  if equals and name in variables]
+        items = [item.partition("=") for item in value.split(",")]
+        valued = [name for name, equals, _ in items if equals and name in variables]
         if valued:
             raise SubmitError(f"{what}: it gives {', '.join(valued)} a value of its own, and the jobs would get that "
                               "in place of the secret -g or --generator value pinbench submit hands sbatch in it; "
                               "name the variable without '=' or leave --export out")
-        names = {item.split("=", 1)[0] for item in value.split(",")}
+        names = {name for name, _, _ in items}
         dropped = [v for v in variables if "ALL" not in {n.upper() for n in names} and v not in names]
         if dropped:
             raise SubmitError(f"{what}: the jobs would not get {', '.join(dropped)} (the variables carrying the "

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
@@ -313,9 +314,8 @@ def _write_held(view: View, dest: Path, *, copy_media: bool, progress: Callable[
     # sample id: problem of each video or image a page names that the bundle cannot hold, said when it is written:
     # "bundle: 7 of 7 samples" alone sent a bundle to a co-author with a rollout missing that only its page named
     unshown: dict[str, str] = {}
-    sample = ""
 
-    def describe(run: int, item: Video | Image) -> dict[str, Any]:
+    def describe(sample: str, run: int, item: Video | Image) -> dict[str, Any]:
         entry = media.describe(run, item)
         if "source" not in entry:   # a file it could not show: its problem says why
             unshown.setdefault(f"{sample}: {entry['problem']}", sample)
@@ -337,8 +337,7 @@ def _write_held(view: View, dest: Path, *, copy_media: bool, progress: Callable[
         # the object {"<i>": page, ...} as json.dumps writes it with COMPACT_JSON, each page encoded once
         pages = []
         for i in range(start, stop):
-            sample = view.ids[i]
-            pages.append(f'"{i}":{view.sample_json(i, describe)}')
+            pages.append(f'"{i}":{view.sample_json(i, partial(describe, view.ids[i]))}')
         samples = ",".join(pages)
         write_if_changed(dest / "data" / f"samples-{start // CHUNK}.js",
                          _script_of(f"samples-{start // CHUNK}", "{" + samples + "}"))
