@@ -763,6 +763,20 @@ def test_an_installed_package_s_files_are_passed_and_a_user_s_beside_them_refuse
         "secret)")
 
 
+@pytest.mark.parametrize(("listing", "line"), [("x-1.0.dist-info/RECORD", ".env,sha256=x,1"),
+                                              ("x-1.0.dist-info/RECORD", "x/../.env,,"), ("info/files", ".env")])
+def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
+        client: FakeDockerClient, tmp_path: Path, listing: str, line: str) -> None:
+    """A listing is the folder's own text: a RECORD or a conda info/files beside a .env that lists it hid the .env
+    from the walk, and it was mounted (review64). A name it lists is still checked by its own name."""
+    folder = tmp_path / "project"
+    (folder / listing).parent.mkdir(parents=True)
+    (folder / listing).write_text(line + "\n")
+    (folder / ".env").write_text("HF_TOKEN=x\n")
+    assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds .env, named for a secret)")
+
+
 def _mount_mode(tmp_path: Path, client: FakeDockerClient, folder: Path) -> str:
     """How a generator's container gets ``folder`` given as a -g value (its volume's mode)."""
     recipe = _generating(tmp_path, client, ONE_STAGE)

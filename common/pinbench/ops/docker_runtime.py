@@ -291,7 +291,9 @@ def _installed(top: str, folders: list[str]) -> set[str]:
     """The names in ``top`` an installed package's list of its files there holds (their first parts): a
     ``*.dist-info/RECORD`` (pip's site-packages, Debian's dist-packages, a ``pip install --target vendor``) or a conda
     package's ``info/files`` (its pkgs/ cache); their names are their index's (certifi/cacert.pem, the docker
-    package's credentials/). A name none lists is a user's, walked."""
+    package's credentials/). A name none lists is a user's, walked. A listing is the folder's own text,
+    so a name it lists is still checked by its own name (a RECORD or info/files listing .env, or a/../.env, mounted
+    the .env beside it)."""
     names = set()
     lists = [os.path.join(top, name, "RECORD") for name in folders if name.endswith(".dist-info")]
     for listed in lists + ([os.path.join(top, "info", "files")] if "info" in folders else []):
@@ -353,9 +355,9 @@ def _secret_inside(source: Path, flag: str, value: str) -> str | None:
         held = (path for git in gits for path in _git_files(git, source))
         if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
-        installed = _installed(top, folders)
-        folders[:] = [name for name in folders if name not in installed and not _public_folder(top, name, files)]
-        files = [name for name in files if name not in installed]
+        installed = _installed(top, folders)   # their walk skipped, each still checked by its own name
+        folders[:] = [name for name in folders if not _public_folder(top, name, files)
+                      and (name not in installed or is_secret_file(name))]
         seen += len(folders) + len(files)
         if seen > MOUNT_CHECK_LIMIT:
             refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
