@@ -854,15 +854,20 @@ def test_a_bare_repository_whose_config_holds_a_credential_is_refused(client: Fa
 @pytest.mark.parametrize(("held", "text"), [
     (".git/FETCH_HEAD", f"{'0' * 40}\t\tbranch 'main' of https://user:{GIT_TOKEN}@github.com/o/r\n"),
     (".git/logs/HEAD", f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}@github.com/o/r\n"),
-    ("creds/remote.inc", f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')])
+    *((held, f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n') for held in (
+        "creds/remote.inc", ".git/header.inc", "creds/deeper.inc", ".git/modules/sub/config", ".git/config.worktree"))])
 def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential_is_refused(
         client: FakeDockerClient, tmp_path: Path, held: str, text: str) -> None:
     """Only .git/config was read: a remote URL's token in FETCH_HEAD, in the reflog's clone line, or in a config
-    that .git/config includes ([include] path, relative to .git) was mounted (mounts63)."""
+    that .git/config includes ([include] path, relative to .git) was mounted (mounts63); and, as git reads them
+    (review64), in an include on its header's line ([include]path=header.inc), in a file an included file includes
+    (relative to it), in a submodule's store's config or in config.worktree."""
     folder = tmp_path / "project"
     (folder / ".git").mkdir(parents=True)
     (folder / "creds").mkdir()
-    (folder / ".git" / "config").write_text("[core]\n\tbare = false\n[include]\n\tpath = ../creds/remote.inc\n")
+    (folder / ".git" / "config").write_text("[core]\n\tbare = false\n[include]\n\tpath = ../creds/remote.inc\n"
+                                            "[include]path=header.inc\n")
+    (folder / "creds" / "remote.inc").write_text("[include]\n\tpath = deeper.inc\n")
     (folder / held).parent.mkdir(parents=True, exist_ok=True)
     (folder / held).write_text(text)
     assert _mount_refusal(client, tmp_path, "code", folder) == (
