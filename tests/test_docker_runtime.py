@@ -763,6 +763,20 @@ def test_an_installed_package_s_files_are_passed_and_a_user_s_beside_them_refuse
         "secret)")
 
 
+@pytest.mark.parametrize(("listing", "line"), [("x-1.0.dist-info/RECORD", ".env,sha256=x,1"),
+                                              ("x-1.0.dist-info/RECORD", "x/../.env,,"), ("info/files", ".env")])
+def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
+        client: FakeDockerClient, tmp_path: Path, listing: str, line: str) -> None:
+    """A listing is the folder's own text: a RECORD or a conda info/files beside a .env that lists it hid the .env
+    from the walk, and it was mounted (review64). A name it lists is still checked by its own name."""
+    folder = tmp_path / "project"
+    (folder / listing).parent.mkdir(parents=True)
+    (folder / listing).write_text(line + "\n")
+    (folder / ".env").write_text("HF_TOKEN=x\n")
+    assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds .env, named for a secret)")
+
+
 def _mount_mode(tmp_path: Path, client: FakeDockerClient, folder: Path) -> str:
     """How a generator's container gets ``folder`` given as a -g value (its volume's mode)."""
     recipe = _generating(tmp_path, client, ONE_STAGE)
@@ -841,15 +855,20 @@ def test_a_bare_repository_whose_config_holds_a_credential_is_refused(client: Fa
 @pytest.mark.parametrize(("held", "text"), [
     (".git/FETCH_HEAD", f"{'0' * 40}\t\tbranch 'main' of https://user:{GIT_TOKEN}@github.com/o/r\n"),
     (".git/logs/HEAD", f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}@github.com/o/r\n"),
-    ("creds/remote.inc", f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')])
+    *((held, f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n') for held in (
+        "creds/remote.inc", ".git/header.inc", "creds/deeper.inc", ".git/modules/sub/config", ".git/config.worktree"))])
 def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential_is_refused(
         client: FakeDockerClient, tmp_path: Path, held: str, text: str) -> None:
     """Only .git/config was read: a remote URL's token in FETCH_HEAD, in the reflog's clone line, or in a config
-    that .git/config includes ([include] path, relative to .git) was mounted (mounts63)."""
+    that .git/config includes ([include] path, relative to .git) was mounted (mounts63); and, as git reads them
+    (review64), in an include on its header's line ([include]path=header.inc), in a file an included file includes
+    (relative to it), in a submodule's store's config or in config.worktree."""
     folder = tmp_path / "project"
     (folder / ".git").mkdir(parents=True)
     (folder / "creds").mkdir()
-    (folder / ".git" / "config").write_text("[core]\n\tbare = false\n[include]\n\tpath = ../creds/remote.inc\n")
+    (folder / ".git" / "config").write_text("[core]\n\tbare = false\n[include]\n\tpath = ../creds/remote.inc\n"
+                                            "[include]path=header.inc\n")
+    (folder / "creds" / "remote.inc").write_text("[include]\n\tpath = deeper.inc\n")
     (folder / held).parent.mkdir(parents=True, exist_ok=True)
     (folder / held).write_text(text)
     assert _mount_refusal(client, tmp_path, "code", folder) == (

@@ -294,7 +294,9 @@ def _installed(top: str, folders: list[str]) -> set[str]:
     """The names in ``top`` an installed package's list of its files there holds (their first parts): a
     ``*.dist-info/RECORD`` (pip's site-packages, Debian's dist-packages, a ``pip install --target vendor``) or a conda
     package's ``info/files`` (its pkgs/ cache); their names are their index's (certifi/cacert.pem, the docker
-    package's credentials/). A name none lists is a user's, walked."""
+    package's credentials/). A name none lists is a user's, walked. A listing is the folder's own text,
+    so a name it lists is still checked by its own name (a RECORD or info/files listing .env, or a/../.env, mounted
+    the .env beside it)."""
     names = set()
     lists = [os.path.join(top, name, "RECORD") for name in folders if name.endswith(".dist-info")]
     for listed in lists + ([os.path.join(top, "info", "files")] if "info" in folders else []):
@@ -305,19 +307,34 @@ def _installed(top: str, folders: list[str]) -> set[str]:
     return names
 
 
+# a config line's section header, the rest of the line its first variable's ([include]path=x is git's too), and an
+# include's path: stripped after the match, a lazy (.+?)\s*$ took 46 s on a 100,000-character line of blanks
+_GIT_HEADER = re.compile(r"\s*\[\s*(\w*)[^\]]*\]?")
+_GIT_PATH = re.compile(r"\s*path\s*=(.*)", re.I)
+_GIT_FILES_MOST = 100   # a chain of includes longer than git's own limit (10) is read no further
+
+
 def _git_files(git_dir: str, source: Path) -> list[str]:
-    """The files of git store ``git_dir`` that can hold a remote URL's credential: config, FETCH_HEAD, the reflog
-    logs/HEAD (a clone's 'from URL'), and the files config's [include]/[includeIf] sections name that lie in
-    ``source``: one outside it is not mounted, so it hands the container nothing."""
-    config, section = os.path.join(git_dir, "config"), ""
-    found = [config, os.path.join(git_dir, "FETCH_HEAD"), os.path.join(git_dir, "logs", "HEAD")]
-    for line in _head(config).splitlines():
-        if (header := re.match(r"\s*\[\s*(\w*)", line)) is not None:
-            section = header[1].lower()
-        elif section in ("include", "includeif") and (path := re.match(r"\s*path\s*=\s*(.+?)\s*$", line, re.I)):
-            included = os.path.realpath(os.path.join(git_dir, os.path.expanduser(path[1].strip('"'))))
-            if Path(included).is_relative_to(source):
-                found.append(included)
+    """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree, each
+    submodule's store's config (modules/NAME/config), FETCH_HEAD, the reflog logs/HEAD (a clone's 'from URL'), and
+    the files [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``: one
+    outside it is not mounted, so it hands the container nothing."""
+    found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "logs/HEAD")]
+    for top, folders, files in os.walk(os.path.join(git_dir, "modules")):
+        folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
+        found += [os.path.join(top, "config")] if "config" in files else []
+    configs = [path for path in found if os.path.basename(path) in ("config", "config.worktree")]
+    while configs and len(found) < _GIT_FILES_MOST:
+        config, section = configs.pop(), ""
+        for line in _head(config).splitlines():
+            if (header := _GIT_HEADER.match(line)) is not None:
+                section, line = header[1].lower(), line[header.end():]
+            if section in ("include", "includeif") and (path := _GIT_PATH.match(line)) is not None:
+                named = os.path.expanduser(path[1].strip().strip('"'))
+                included = os.path.realpath(os.path.join(os.path.dirname(config), named))
+                if included not in found and Path(included).is_relative_to(source):
+                    found.append(included)
+                    configs.append(included)
     return found
 
 
@@ -353,9 +370,9 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
         held = (path for git in gits for path in _git_files(git, source))
         if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
-        installed = _installed(top, folders)
-        folders[:] = [name for name in folders if name not in installed and not _public_folder(top, name, files)]
-        files = [name for name in files if name not in installed]
+        installed = _installed(top, folders)   # their walk skipped, each still checked by its own name
+        folders[:] = [name for name in folders if not _public_folder(top, name, files)
+                      and (name not in installed or is_secret_file(name))]
         seen += len(folders) + len(files)
         if seen > MOUNT_CHECK_LIMIT:
             refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
