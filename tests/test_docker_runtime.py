@@ -725,6 +725,10 @@ def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounte
         (folder / name).write_text("x")
     for packages, package in ((".env", "google"), ("venv", "pip"), (".venv", "docker")):
         _record(folder / packages / "lib/python3.11/site-packages", package)
+    metadata = folder / "venv/lib/python3.11/site-packages/SecretStorage-3.3.3.dist-info"   # keyring's: its Title
+    metadata.mkdir()                                                                         # Case read as a secret's
+    (metadata / "RECORD").write_text("secretstorage/__init__.py,,\nSecretStorage-3.3.3.dist-info/RECORD,,\n")
+    (folder / "dist/SecretStorage-3.3.3.egg-info").mkdir(parents=True)    # Debian's metadata folder, no RECORD
     assert _mount_mode(tmp_path, client, folder) == "ro"
 
 

@@ -357,7 +357,8 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
                    "unk_token": "<unk>x1", "mask_token": "[MASK] x", "api_token": "{a}{b}", "password": "[hunter2]",
                    "secret_key": "<sk-abc123def456>", "db_password": "$ECRET2024",
-                   "eos_token": "tokenizer.eos_token", "token": "abc123def456", "my_token": "Secret.Value"},
+                   "eos_token": "tokenizer.eos_token", "token": "abc123def456", "my_token": "Secret.Value",
+                   "access_token": "correct.horse.battery"},
         FAKE_TOKEN: None,
         "tuple": (1, f"x{FAKE_TOKEN}"),
     }
@@ -370,7 +371,7 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
                    "bos_token": "<s>", "pad_token": "[PAD]", "hf_token_ref": "${HF_TOKEN}", "env_token": "$HF_TOKEN",
                    "unk_token": "***", "mask_token": "***", "api_token": "***", "password": "***",
                    "secret_key": "***", "db_password": "***",
-                   "eos_token": "tokenizer.eos_token", "token": "***", "my_token": "***"},
+                   "eos_token": "tokenizer.eos_token", "token": "***", "my_token": "***", "access_token": "***"},
         "***": None,
         "tuple": [1, "x***"],
     }
@@ -1037,6 +1038,8 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
     # may be a passphrase (api_key = os.environ[...] stays hidden with them: showing code is not worth that)
     ('token = "tokenizer.eos_token" password = correct.horse.battery', 'token = "***" password = ***'),
     ("hf_token: tok3n.value1 x api_key = os.environ['OPENAI_API_KEY']", "hf_token: *** x api_key = ***"),
+    # a dotted name after a token's name is code only where it names a token or a tokenizer last: a passphrase
+    ("access_token=correct.horse.battery token: abc.def.ghi", "access_token=*** token: ***"),
     # secrets58: headers run together (a log line glued without a line break): the first credential took the next
     # header's name in, and the next credential was shown
     ("Authorization: Basic a1b2c3Authorization: Bearer xyzsecret",
@@ -1107,7 +1110,7 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
                           "'1Secret=' * 12500, 'Authorization: Bearer ' + 'A-' * 50000 + ':', "
                           "'token=' + 'a.' * 50000 + 'a', 'Authorization: Bearer ' + 'a=' * 50000 + ':', "
                           "'Authorization: Bearer ' + 'secret_' * 15000 + 'key:']") == [
-        0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1, 1, 0, 1, 1]
+        0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1, 1, 1, 1, 1]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:

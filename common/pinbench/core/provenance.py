@@ -466,8 +466,11 @@ def _hide_named_values(text: str, lowered: str) -> str:
 
 def _code_name(word: str, value: str) -> bool:
     """Whether ``value`` after a secret's name ending in ``word`` is code (``_DOTTED_NAME``): the name's word is
-    "token" in code's lower case (HF_TOKEN=abc.defgh.ijk, hfToken=Abc.Defgh are values)."""
-    return word == "token" and _DOTTED_NAME.fullmatch(value) is not None
+    "token" in code's lower case (HF_TOKEN=abc.defgh.ijk, hfToken=Abc.Defgh are values), and the value names a token
+    or a tokenizer last (tokenizer.eos_token, cfg.token, self.tokenizer): access_token=correct.horse.battery is a
+    passphrase."""
+    return (word == "token" and _DOTTED_NAME.fullmatch(value) is not None
+            and "token" in value.rstrip(",;)").rsplit(".", 1)[1])
 
 
 _KEY_BACKS = (3, 4, 6, 7, 8)   # where a name ending in "key" starts: apikey, api_key, accesskey, secret-key
@@ -690,8 +693,9 @@ def is_secret_file(name: str) -> bool:
     renamed by hand still holds one. A tool's credential file or
     folder is one whatever its words (``_SECRET_FILES``: .netrc, id_rsa, .env.local, secrets.yaml, kubeconfig,
     stored_tokens, .ssh; a key's ``.pem``): each was mounted (secrets59); a public key (id_rsa.pub) is not, nor a
-    template (``TEMPLATE_SUFFIXES``: .env.example usually holds placeholders; its reader checks what it holds)."""
-    if os.path.splitext(name)[1].lower() in TEMPLATE_SUFFIXES:
+    template (``TEMPLATE_SUFFIXES``: .env.example usually holds placeholders; its reader checks what it holds), nor a
+    package's metadata folder (keyring's SecretStorage-3.3.3.dist-info or Debian's .egg-info refused a venv)."""
+    if os.path.splitext(name)[1].lower() in TEMPLATE_SUFFIXES + _PACKAGE_METADATA:
         return False
     stem = [word for word in _words(name.lstrip(".").split(".")[0]) if not any(c.isdigit() for c in word)]
     if _ends_secret(name) or _ends_secret("_".join(stem)):
@@ -716,7 +720,8 @@ _SECRET_FILES = frozenset({".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", "
                            "id_ed25519_sk", "kubeconfig", "stored_tokens", "secrets", ".ssh", ".aws", ".docker",
                            ".kube", ".gnupg", ".azure"})
 # a secret file's template (.env.example), named for one but written to be shared, its values placeholders
-TEMPLATE_SUFFIXES = frozenset({".example", ".sample", ".template"})
+TEMPLATE_SUFFIXES = (".example", ".sample", ".template")
+_PACKAGE_METADATA = (".dist-info", ".egg-info")
 _SECRET_SUFFIXES = frozenset({".pem", ".key", ".p12", ".pfx", ".ppk", ".jks", ".keystore", ".env"})
 
 
