@@ -41,7 +41,7 @@ from pinbench.core.scorecard import MetricSpec, build_scorecard
 from pinbench.media.preview import Preview, cached_preview, make_preview, probe
 from pinbench.media.video import VideoError, read_video, video_info, write_video
 from pinbench.ops.view import MediaStore
-from pinbench.results.view import MediaFile, RunInputs, Video, View, load_runs, view_module
+from pinbench.results.view import MediaFile, RunInputs, Video, View, ViewError, load_runs, view_module
 
 PINBENCH = [sys.executable, "-m", "pinbench"]
 needs_browser = pytest.mark.skipif(chromium() is None or CHROMEDRIVER is None,
@@ -134,7 +134,8 @@ def _driven_elsewhere(run: Path, to: Path) -> Path:
 
 def test_each_run_says_what_it_ran_differently_from_run_a(runs, tmp_path: Path) -> None:
     other = _driven_elsewhere(runs["dd"], tmp_path / "other")
-    summary = View(load_runs([runs["dd"], other, runs["dd"]])).summary()
+    same = shutil.copytree(runs["dd"], tmp_path / "same")   # a copy: one run named twice is refused
+    summary = View(load_runs([runs["dd"], other, same])).summary()
     driver = _card(runs["dd"])["provenance"]["driver"]
     assert [r["ran_differently"] for r in summary["runs"]] == [
         [], [f"from run A: driver: A {driver or 'none'}, this run 560.35.03"], []]
@@ -326,6 +327,44 @@ def test_a_relative_input_folder_is_read_from_where_the_run_was_started(tmp_path
     assert run.option_path("gt") == Path("/data/gt") and run.option_path("absent") is None
     elsewhere = RunInputs(tmp_path / "moved", card)  # not under the out_dir it recorded: the current folder
     assert elsewhere.option_path("videos") == Path.cwd() / "my_videos"
+
+
+def test_a_folder_given_inside_the_run_directory_is_found_there_after_the_run_moved(tmp_path: Path) -> None:
+    """``--out runs/mine -o videos=runs/mine/vids``, then ``mv runs/mine moved``: the videos were looked for under
+    the old name (from the current folder: nothing there, or another run's)."""
+    bare = _bare_run(tmp_path / "moved", "remembench")
+    card = dataclasses.replace(bare.card, config={"out_dir": "runs/mine", "options": {
+        "videos": "runs/mine/vids", "images": "/data/runs/mine/i2v", "gt": "runs/other"}})
+    run = RunInputs(bare.dir, card)
+    assert run.option_path("videos") == (tmp_path / "moved" / "vids").resolve()
+    assert run.option_path("images") == Path("/data/runs/mine/i2v")   # not under the out_dir as it was named
+    assert run.option_path("gt") == Path.cwd() / "runs/other"
+    absolute = RunInputs(bare.dir, dataclasses.replace(card, config={"out_dir": "/data/runs/mine", "options": {
+        "images": "/data/runs/mine/i2v"}}))
+    assert absolute.option_path("images") == (tmp_path / "moved" / "i2v").resolve()
+
+
+def test_a_folder_that_is_not_there_is_said_so_by_every_recipe(tmp_path: Path) -> None:
+    """A run directory moved, a -o videos folder deleted, a scorecard kept aside beside no rollouts: RememBench said
+    "no rollout in ...: looked for " (nothing), CameraBench "not under", MIND "no *.mp4 under"."""
+    from pinbench_recipes.camerabench.view import _video as cb_video
+    from pinbench_recipes.dynamic_degree.view import sample_media as dd_media
+    from pinbench_recipes.mind.view import sample_media as mind_media
+    from pinbench_recipes.remembench.view import sample_media as rb_media
+
+    made = {"extra": {"generation": {"generator": "static", "requests": "0" * 64, "n_requests": 1}}}
+    run = _bare_run(tmp_path / "rb", "remembench", provenance=made)
+    assert rb_media(run, "t2v-000", None).rollouts[0].problem == f"{run.dir / 'rollouts'} is not a folder here"
+    assert cb_video(tmp_path / "vids", "a.mp4", "video").problem == f"a.mp4: {tmp_path / 'vids'} is not a folder here"
+    run = _bare_run(tmp_path / "mind", "mind")
+    assert mind_media(run, "1st_data.mirror_test.scene-a", None).rollouts[0].problem == (
+        f"{run.fixture_dir / 'generated'} is not a folder here")
+    run = _bare_run(tmp_path / "dd", "dynamic-degree")
+    media = dd_media(run, "clip", {"video": "clip.mp4", "video_sha256": "0" * 64})
+    assert [v.problem for v in media.rollouts] == [f"{run.fixture_dir} is not a folder here"] and not media.problems
+    # a file named in a folder that is not there (MIND's rollout, PAI-Bench-C's): its page says the folder is not
+    got = MediaStore(tmp_path / "previews").describe(0, Video("rollout", MediaFile(tmp_path / "gone", "a/video.mp4")))
+    assert got["problem"] == f"{tmp_path / 'gone'} is not a folder here"
 
 
 def test_camerabench_samples_are_filtered_by_family_split_and_skill() -> None:
@@ -1105,6 +1144,15 @@ def test_a_bundle_terminated_says_it_is_half_written(runs, tmp_path: Path, signu
                         "it\n"), err
 
 
+def test_one_run_named_twice_is_refused_in_one_line(runs) -> None:
+    """``pinbench view R R`` (or R and R/scorecard.json) showed two identical columns without a word (``load_runs``
+    called here: the command serves its page until stopped when it does not refuse)."""
+    with pytest.raises(ViewError) as refused:
+        load_runs([runs["dd"], runs["a"], runs["dd"] / "scorecard.json"])
+    assert str(refused.value) == (f"{runs['dd']} and {runs['dd'] / 'scorecard.json'} are the same scorecard "
+                                  f"({runs['dd'] / 'scorecard.json'}): name each run once")
+
+
 def test_runs_of_two_recipes_or_no_run_are_refused_in_one_line(runs, tmp_path: Path) -> None:
     done = _pinbench("view", str(runs["a"]), str(runs["dd"]), ok=(2,))
     assert done.stderr == "error: runs of one recipe are viewed together, these are of dynamic-degree, remembench\n"
@@ -1361,3 +1409,42 @@ def test_a_failed_samples_video_replaced_since_is_said_not_to_be_what_failed(run
     gt_cut = f"VideoError: /gt/front/test/t1/video.mp4: truncated: {error.split(': truncated: ', 1)[1]}"
     rollout = media.describe(0, Video("rollout", MediaFile(tmp_path / "gen", "front/t1/video.mp4"), failed=gt_cut))
     assert rollout["mismatch"].startswith("the run failed on this sample and kept no digest of the bytes it read")
+
+
+def test_a_scorecard_kept_aside_shows_its_run_directorys_rollouts_where_they_are_still_what_it_scored(
+        runs, tmp_path: Path) -> None:
+    """B was rerun over A's copy after its rollouts t2v-001, t2v-002 and s02-tr180 changed: A's scorecard kept aside
+    in B looked for rollouts in the aside folder, "no rollout in .../rollouts: looked for " (nothing) for every
+    sample. It shows B's rollouts now: checked against its records, the replaced ones said replaced since."""
+    aside = next(runs["b"].glob("scorecard.aside-*"))
+    view = View(load_runs([aside]), view_module("remembench"))
+    assert view.runs[0].inputs.dir == runs["b"] and view.runs[0].inputs.aside
+    media = MediaStore(tmp_path / "previews")
+    records = _records(aside)
+    rollouts = runs["b"].resolve() / "fixture_data" / "rollouts"
+    same = view.sample(view.ids.index("t2v-000"), media.describe)["runs"][0]["rollouts"][0]
+    assert same["sha256"] == records["t2v-000"]["result"]["video_sha256"] and "mismatch" not in same
+    replaced = view.sample(view.ids.index("t2v-001"), media.describe)["runs"][0]["rollouts"][0]
+    now = sha256_file(rollouts / "t2v-001.mp4")
+    assert replaced["mismatch"] == (
+        f"{rollouts / 't2v-001.mp4'} holds other bytes (sha256 {now[:12]}...) than the run scored "
+        f"({records['t2v-001']['result']['video_sha256'][:12]}...): replaced since, as its run directory was run "
+        "again after this scorecard was kept aside")
+    # a recipe whose record keeps no digest (MIND; PAI-Bench-C, whose stamp is the rerun's): said shown as it is now
+    unsure = media.describe(0, view._qualified(view.runs[0], Video("rollout", MediaFile(rollouts, "t2v-000.mp4")),
+                                               "ok", None))
+    assert unsure["mismatch"] == (f"its run directory was run again after this scorecard was kept aside, and its "
+                                  f"record keeps no digest of the bytes it read: {rollouts / 't2v-000.mp4'} is "
+                                  "shown as it is now")
+
+
+def test_a_paibench_scorecard_kept_aside_reads_no_digest_from_the_reruns_stamp(tmp_path: Path) -> None:
+    from pinbench_recipes.paibench_c.view import sample_media as pai_media
+
+    run = _bare_run(tmp_path / "pai", "paibench-c")
+    (run.dir / "depth").mkdir(parents=True)
+    (run.dir / "depth/eval_stamp.json").write_text(json.dumps({"inputs": {"videos": {"task_0001": "1" * 64}}}))
+    named = {v.label: v.expected_sha256 for v in pai_media(run, "task_0001", None).rollouts}
+    assert named["depth"] == "1" * 64
+    aside = dataclasses.replace(run, aside=True)
+    assert {v.label: v.expected_sha256 for v in pai_media(aside, "task_0001", None).rollouts}["depth"] is None

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Text, Video
+from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Text, Video, not_a_folder
 
 VALUES = {"score": None, "question_correct": "higher", "binary_correct": "higher"}
 
@@ -41,6 +41,8 @@ def _samples(root: Path) -> dict[str, Any] | str:
 def _video(videos: Path | None, name: str, label: str) -> Video:
     if videos is None:
         return Video(label, None, problem=f"{name}: the run was given no videos folder (-o videos)")
+    if not videos.is_dir():
+        return Video(label, None, problem=f"{name}: {not_a_folder(videos)}")
     found = next((p for p in (videos / name, *videos.glob(f"*/{name}")) if p.is_file()), None)
     if found is None:
         return Video(label, None, problem=f"{name}: not under {videos}")

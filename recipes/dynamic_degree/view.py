@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pinbench.core.inputs import sample_ids
-from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Series, Span, Video
+from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Series, Span, Video, not_a_folder
 
 
 @cache
@@ -35,6 +35,9 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     relative = result.get("video") if result else None
     if root is None:
         media.rollouts.append(Video("video", None, problem="the run recorded no videos folder (-o videos)"))
+        return media
+    if not root.is_dir():
+        media.rollouts.append(Video("video", None, problem=not_a_folder(root)))
         return media
     # the record names the video's file name only: under a subfolder (``a/x.mp4``, id ``a__x``) the page looked for
     # ``x.mp4`` at the top, "no such file", or another video of that name there (said to hold other bytes)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Span, Text, Video
+from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Span, Text, Video, not_a_folder
 from pinbench_recipes.mind.layout import (
     GENERATED_VIDEO,
     GT_ACTIONS,
@@ -39,7 +39,8 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
         found = sorted((generated / folder).glob("*.mp4")) if generated is not None else []
         media.rollouts += [Video(p.stem, MediaFile(generated, f"{folder}/{p.name}")) for p in found]
         if not found:
-            media.rollouts.append(Video("rollout", None, problem=f"no *.mp4 under {generated}/{folder}"))
+            media.rollouts.append(Video("rollout", None, problem=not_a_folder(generated) if generated is not None
+                                        and not generated.is_dir() else f"no *.mp4 under {generated}/{folder}"))
         media.texts.append(Text("mirror test", "each rollout is compared with its own time-reversed second half"))
         return media
     media.rollouts.append(Video("rollout", MediaFile(generated, f"{folder}/{GENERATED_VIDEO}")) if generated else

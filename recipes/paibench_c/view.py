@@ -70,7 +70,8 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     modalities = [m for m in run.options.get("modalities") or MODALITIES if m in MODALITIES]
     prompt = None
     for modality in modalities:
-        expected = _scored_digests(run.dir / modality / "eval_stamp.json").get(sample_id)
+        # a scorecard kept aside: the stamp is the rerun's, of other bytes maybe (its page says it keeps no digest)
+        expected = None if run.aside else _scored_digests(run.dir / modality / "eval_stamp.json").get(sample_id)
         media.rollouts.append(Video(modality, MediaFile(run.dir, f"{modality}/videos/{sample_id}.mp4"), expected))
         row = _json_lines(run.dir / "inputs" / f"{modality}.jsonl").get(sample_id)
         if row is None:

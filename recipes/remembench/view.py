@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.results.view import Image, Marker, MediaFile, RunInputs, SampleMedia, Span, Text, Video
+from pinbench.results.view import Image, Marker, MediaFile, RunInputs, SampleMedia, Span, Text, Video, not_a_folder
 from pinbench_recipes.remembench.dataset import PAPER, I2VRow, Row, T2VRow, read_rows
 from pinbench_recipes.remembench.prepare import TEST_FILES, find_video
 
@@ -55,13 +55,16 @@ def _rows(root: Path, fixture: bool) -> dict[str, Row]:
 def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia:
     media = SampleMedia()
     videos = run.generated or (run.fixture_dir / "rollouts" if run.fixture else run.option_path("videos"))
-    video, looked = find_video(videos, sample_id) if videos is not None and videos.is_dir() else (None, [])
     expected = result.get("video_sha256") if result else None
-    if video is not None:
-        media.rollouts.append(Video("rollout", MediaFile(videos, video.relative_to(videos).as_posix()), expected))
+    if videos is None:
+        media.rollouts.append(Video("rollout", None, problem="the run recorded no videos folder (-o videos)"))
+    elif not videos.is_dir():
+        media.rollouts.append(Video("rollout", None, problem=not_a_folder(videos)))
     else:
-        media.rollouts.append(Video("rollout", None, problem=f"no rollout in {videos}: looked for {', '.join(looked)}"
-                                    if videos is not None else "the run recorded no videos folder (-o videos)"))
+        video, looked = find_video(videos, sample_id)
+        media.rollouts.append(Video("rollout", MediaFile(videos, video.relative_to(videos).as_posix()), expected)
+                              if video is not None else
+                              Video("rollout", None, problem=f"no rollout in {videos}: looked for {', '.join(looked)}"))
     for label, key in MARKED:
         frame = result.get(key) if result else None
         if isinstance(frame, int) and not isinstance(frame, bool):

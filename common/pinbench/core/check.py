@@ -63,7 +63,7 @@ from pinbench.core.run import GENERATION, ROLLOUTS
 from pinbench.core.rundir import (
     IDENTITY_FILE,
     RunDirError,
-    is_aside_name,
+    kept_aside,
     not_a_run_directory,
     other_live_runs,
     read_identity,
@@ -147,7 +147,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
     except FileError as exc:
         result.problems.append(str(exc))
         return result
-    if _kept_aside(run_dir):   # its stores, rollouts and report are the run directory's: "absent" here
+    if kept_aside(run_dir):   # its stores, rollouts and report are the run directory's: "absent" here
         result.notes.append(f"{run_dir}: a scorecard a rerun kept aside, with its records files alone: its values are "
                             f"checked against them; its stores, rollouts and report are {run_dir.parent}'s "
                             f"(pinbench check {run_dir.parent})")
@@ -202,13 +202,6 @@ def values_check(run_dir: Path, card: Scorecard) -> CheckResult:
 
 
 # ------------------------------------------------------------------------------------------- the parts
-
-
-def _kept_aside(folder: Path) -> bool:
-    """Whether ``folder`` is where a rerun kept the scorecard it replaced (``run._keep_aside``): inside a run
-    directory, with scorecard.json and its records files alone (a run given it as --out is checked whole)."""
-    return (is_aside_name(folder.name, "scorecard") and (folder.parent / IDENTITY_FILE).is_file()
-            and not os.path.lexists(folder / IDENTITY_FILE))
 
 
 def _check_identity(run_dir: Path, card: Scorecard, result: CheckResult) -> None:

@@ -363,6 +363,14 @@ def is_aside_name(name: str, of: str) -> bool:
     return re.fullmatch(rf"{re.escape(of)}\.aside-[0-9]{{8}}T[0-9]{{6}}Z(-[0-9]+)?", name) is not None
 
 
+def kept_aside(folder: Path) -> bool:
+    """Whether ``folder`` is where a rerun kept the scorecard it replaced (``run._keep_aside``): inside a run
+    directory, with scorecard.json and its records files alone (a run given it as --out is checked whole). Its
+    rollouts, stores and report are those of ``folder.parent``, as they stand since the rerun."""
+    return (is_aside_name(folder.name, "scorecard") and (folder.parent / IDENTITY_FILE).is_file()
+            and not os.path.lexists(folder / IDENTITY_FILE))
+
+
 def aside_names(path: Path) -> Iterator[Path]:
     """The names a move aside of ``path`` tries, in order: ``aside_path``, then ``-2``, ``-3``, ... (a second move
     within the same second), ``_ASIDE_TRIES`` in all; ``--move-aside`` and a finish's earlier scorecard take them."""

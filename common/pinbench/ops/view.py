@@ -40,7 +40,7 @@ from pinbench.core.files import (
 from pinbench.core.provenance import COMPACT_JSON, scrub
 from pinbench.core.rundir import LockHeld, hold_named, release_named
 from pinbench.ops import localweb
-from pinbench.results.view import Image, Video, View
+from pinbench.results.view import Image, Video, View, not_a_folder
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "results" / "templates"
 ASSETS = {"view.js": "text/javascript; charset=utf-8", "view.css": "text/css; charset=utf-8",
@@ -113,12 +113,17 @@ class MediaStore:
                     entry.update(fps=facts.fps, n_frames=facts.n_frames, width=facts.width, height=facts.height,
                                  codec=facts.codec, preview=preview)
                     if item.expected_sha256 and item.expected_sha256 != sha:
+                        replaced = f": replaced since, as {item.since}" if item.since else ""
                         entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
-                                             f"({item.expected_sha256[:12]}...)")
+                                             f"({item.expected_sha256[:12]}...){replaced}")
                     elif item.failed is not None:
                         entry["mismatch"] = _failed_on(path, item.file.relative, facts.n_frames, item.failed)
+                    elif item.since and not item.expected_sha256:
+                        entry["mismatch"] = (f"{item.since}, and its record keeps no digest of the bytes it read: "
+                                             f"{path} is shown as it is now")
         except (localweb.PathRefused, VideoError, OSError) as exc:
-            return {**entry, "problem": str(exc)}
+            root = item.file.root
+            return {**entry, "problem": str(exc) if root.is_dir() else not_a_folder(root)}
         name = f"{sha}{'.mp4' if preview else suffix}"
         with self.lock:
             self.files[name] = Served(path, sha, state, preview is not None, run)

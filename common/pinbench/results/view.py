@@ -30,6 +30,7 @@ from pinbench.core.files import FileError
 from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, load_reference
 from pinbench.core.run import ROLLOUTS
+from pinbench.core.rundir import kept_aside
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
@@ -75,6 +76,7 @@ class Video:
     offset_frames: int = 0
     problem: str | None = None
     failed: str | None = None
+    since: str | None = None   # why the file may be another than the run read (``REPLACED``: a rerun since)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,15 @@ class SampleMedia:
     problems: list[str] = field(default_factory=list)
 
 
+REPLACED = "its run directory was run again after this scorecard was kept aside"
+
+
+def not_a_folder(path: Path) -> str:
+    """What a sample's page says of a folder its files are looked for in that is not there (moved, deleted, or the
+    run directory of a scorecard kept aside): "looked for" nothing, or "not under", named no cause."""
+    return f"{path} is not a folder here"
+
+
 def _from(folder: Path, bundle: Path | None) -> str:
     """``folder`` as the page names it: from ``bundle`` (POSIX, real paths) when one is written, else as given."""
     if bundle is None:
@@ -145,6 +156,7 @@ class RunInputs:
 
     dir: Path
     card: Scorecard
+    aside: bool = False   # a scorecard a rerun kept aside (``kept_aside``): ``dir`` is the run directory it left
 
     @property
     def options(self) -> Mapping[str, Any]:
@@ -184,11 +196,16 @@ class RunInputs:
         return self.dir / path if (self.dir / path).exists() else self.started_in / path
 
     def option_path(self, name: str) -> Path | None:
-        """A path option as the run read it: a relative one against the folder the run was started from (worked out
-        once per run and name: a recipe's view asks for each of its samples)."""
+        """A path option as the run read it: one inside the run directory as it named it (``out_dir``), inside
+        ``dir`` (a run directory moved since: its old name named nothing there, or another run); else a relative one
+        against the folder the run was started from (worked out once per run and name: a recipe's view asks for each
+        of its samples)."""
         if name not in self._option_paths:
             value = self.options.get(name)
             path = Path(value).expanduser() if isinstance(value, str) and value else None
+            out_dir = self.card.config.get("out_dir")
+            if path is not None and isinstance(out_dir, str) and out_dir and path.is_relative_to(out_dir):
+                path = self.dir.resolve() / path.relative_to(out_dir)
             self._option_paths[name] = path if path is None or path.is_absolute() else self.started_in / path
         return self._option_paths[name]
 
@@ -218,7 +235,10 @@ class ViewRun:
 
     @cached_property
     def inputs(self) -> RunInputs:
-        return RunInputs(self.run.path.parent, self.run.card)
+        folder = self.run.path.parent
+        if kept_aside(folder):   # its rollouts and fixture data are its run directory's (looked for beside it: none)
+            return RunInputs(folder.parent, self.run.card, aside=True)
+        return RunInputs(folder, self.run.card)
 
 
 def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str], list[str]]:
@@ -255,6 +275,12 @@ def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
             runs.append(path if isinstance(path, Run) else load_run(path))
         except (ValueError, OSError) as exc:  # CompareError, ScorecardError, a bad samples.jsonl line: one line each
             raise ViewError(str(exc)) from None
+    named = [path.path if isinstance(path, Run) else path for path in paths]
+    seen: dict[Path, int] = {}
+    for i, run in enumerate(runs):
+        first = seen.setdefault(run.path.resolve(), i)
+        if first != i:   # two identical columns, unsaid ("compare" says it of A and B)
+            raise ViewError(f"{named[first]} and {named[i]} are the same scorecard ({run.path}): name each run once")
     recipes = {r.card.recipe for r in runs}
     if len(recipes) > 1:
         raise ViewError(f"runs of one recipe are viewed together, these are of {', '.join(sorted(recipes))}")
@@ -483,8 +509,7 @@ class View:
                                      "record": record.to_json() if record is not None else None}
             found = self._media(run, sample_id, record.result if record else None) if state != "absent" else None
             if found is not None:
-                entry.update(rollouts=[media(r, replace(v, failed=error) if state == "failed" and v.file and
-                                             not v.expected_sha256 else v) for v in found.rollouts],
+                entry.update(rollouts=[media(r, self._qualified(run, v, state, error)) for v in found.rollouts],
                              markers=[vars(m) for m in found.markers], spans=[vars(s) for s in found.spans],
                              series=[{**vars(s), "frames": list(s.frames), "values": list(s.values)}
                                      for s in found.series], problems=list(found.problems))
@@ -496,6 +521,16 @@ class View:
                                       if isinstance(item, Text) else media(r, item))
             runs.append(entry)
         return {"id": sample_id, "index": index, "runs": runs, "inputs": inputs}
+
+    @staticmethod
+    def _qualified(run: ViewRun, video: Video, state: str, error: str | None) -> Video:
+        """``video`` with why its file may not hold the bytes the run read: the error of a failed sample whose record
+        names no digest, or ``REPLACED`` for a scorecard kept aside."""
+        if video.file is None:
+            return video
+        if state == "failed" and not video.expected_sha256:
+            video = replace(video, failed=error)
+        return replace(video, since=REPLACED) if run.inputs.aside else video
 
     def _media(self, run: ViewRun, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia | None:
         hook = getattr(self.module, "sample_media", None)
