@@ -52,10 +52,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from queue import Full, Queue
-from typing import Any, BinaryIO, TypeVar, cast
+from typing import Any, BinaryIO, NamedTuple, TypeVar, cast
 
 import av
-import av.index
 import numpy as np
 
 from pinbench.core.files import FileError, atomic_path, counted, open_regular
@@ -238,7 +237,35 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> _Bmff | None:
     return None if b"moof" in seen else _Bmff(media, moov)
 
 
-def _samples_held(entries: av.index.IndexEntries, media: list[tuple[int, int]]) -> int:
+_INDEXED = hasattr(av.video.stream.VideoStream, "index_entries")   # PyAV 17 and later
+
+
+class _Sample(NamedTuple):
+    """A sample of a stream's index as ``_samples_held`` reads it: where it starts in the file, its size, and whether
+    FFmpeg flags it "discard" (an edit list's)."""
+    pos: int
+    size: int
+    is_discard: bool
+
+
+def _index(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> Sequence[_Sample]:
+    """The stream's index as FFmpeg read it from ``moov`` (PyAV 17's ``index_entries``, no sample read); with an
+    older PyAV (MIND's image keeps upstream's 16.1, CameraBench's 14.2: ``av.index`` made pinbench fail to import
+    there), its packets demuxed, each sample's bytes read but none decoded: a sample cut by the file's end is a
+    packet flagged corrupt (its bytes are what is left), left out as the index counts it outside every mdat."""
+    if _INDEXED:
+        return stream.index_entries
+    samples = []
+    try:
+        for packet in container.demux(stream):
+            if packet.size and not packet.is_corrupt:
+                samples.append(_Sample(packet.pos, packet.size, packet.is_discard))
+    except av.error.FFmpegError:   # a cut file: the samples read before it
+        pass
+    return samples
+
+
+def _samples_held(entries: Sequence[_Sample], media: list[tuple[int, int]]) -> int:
     """How many of the samples ``entries`` (a stream's index, read from ``moov`` without reading a sample) lie whole
     inside an ``mdat`` payload of the file.
 
@@ -427,11 +454,11 @@ def _probe(path: Path, fd: int) -> _Probe:
         declared = stream.frames if stream.frames and stream.frames > 0 else None
         declared_s = _declared_seconds(container, stream)
         if bmff is not None and declared is not None:
-            entries = stream.index_entries
+            entries = _index(container, stream)
             shown = len(entries)
             if shown < declared:   # FFmpeg's index leaves out the samples past an edit list's end: judge by them all
                 with open_video(path, fd, {"ignore_editlist": "1"}) as whole:
-                    held = _samples_held(video_stream(path, whole).index_entries, bmff.media)
+                    held = _samples_held(_index(whole, video_stream(path, whole)), bmff.media)
             else:
                 held = _samples_held(entries, bmff.media)
             if held < declared:
