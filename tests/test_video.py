@@ -302,8 +302,8 @@ def _readers(path: Path) -> dict[str, Any]:
 
 
 def _pictures(fmt: str, n: int) -> bytes:
-    """``n`` pictures of format ``fmt``: one after another, or for ``WEBP-animated`` and ``GIF-animated`` one
-    animated WebP or GIF."""
+    """``n`` pictures of format ``fmt``: one after another, or for ``WEBP-animated``, ``GIF-animated`` and
+    ``PNG-animated`` one animated WebP, GIF or PNG (an APNG)."""
     import io
 
     from PIL import Image
@@ -328,12 +328,14 @@ def _pictures(fmt: str, n: int) -> bytes:
     ("WEBP-animated", 10, "a picture format (webp)"),                        # one packet this FFmpeg cannot decode
     ("GIF-animated", 5, "a GIF picture (an animation of 5 pictures)"),   # FFmpeg's GIF demuxer: a 5-frame 10 fps video
     ("GIF", 1, "a GIF picture"),
+    ("PNG-animated", 5, "an APNG picture (an animation of 5 pictures)"),   # FFmpeg's APNG demuxer: read as a video
 ])
 def test_a_picture_named_mp4_is_refused_as_a_picture_format_by_every_reader(tmp_path, fmt, n, named):
     """A PNG saved as ``x.mp4``: FFmpeg's image demuxer read it as a 1-frame 25 fps video (pyav and OpenCV scored
     it, decord said "broken metadata"); every reader now says what it is. "An image" was untrue of PNGs one after
     another and of an animated WebP, which the same demuxers read: a picture format, with its count of pictures. An
-    animated GIF named ``.mp4`` was read by FFmpeg's GIF demuxer as a video: a GIF picture, an animation."""
+    animated GIF (or APNG) named ``.mp4`` was read by FFmpeg's GIF (APNG) demuxer as a video: a GIF (an APNG)
+    picture, an animation."""
     path = tmp_path / "x.mp4"
     path.write_bytes(_pictures(fmt, n))
     for reader, read in _readers(path).items():

@@ -334,9 +334,10 @@ def test_a_folder_given_inside_the_run_directory_is_found_there_after_the_run_mo
     the old name (from the current folder: nothing there, or another run's)."""
     bare = _bare_run(tmp_path / "moved", "remembench")
     card = dataclasses.replace(bare.card, config={"out_dir": "runs/mine", "options": {
-        "videos": "runs/mine/vids", "images": "/data/runs/mine/i2v", "gt": "runs/other"}})
+        "videos": "runs/mine/vids", "images": "/data/runs/mine/i2v", "gt": "runs/other", "masks": "runs/mine/../b"}})
     run = RunInputs(bare.dir, card)
     assert run.option_path("videos") == (tmp_path / "moved" / "vids").resolve()
+    assert run.option_path("masks") == Path.cwd() / "runs/mine/../b"   # out of the run directory: not moved with it
     assert run.option_path("images") == Path("/data/runs/mine/i2v")   # not under the out_dir as it was named
     assert run.option_path("gt") == Path.cwd() / "runs/other"
     absolute = RunInputs(bare.dir, dataclasses.replace(card, config={"out_dir": "/data/runs/mine", "options": {

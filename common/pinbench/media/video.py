@@ -437,7 +437,7 @@ def _probe(path: Path, fd: int) -> _Probe:
             container = stack.enter_context(open_video(path, fd))
         except av.error.FFmpegError as exc:
             raise VideoError(path, f"undecodable: {_text_head(fd) or exc.strerror or exc}") from exc
-        if container.format.name.endswith("_pipe") or container.format.name in ("image2", "gif"):  # pictures
+        if container.format.name.endswith("_pipe") or container.format.name in ("image2", *_ANIMATIONS):  # pictures
             raise VideoError(path, f"undecodable: {_pictures(container)}, not a video container")
         stream = video_stream(path, container)
         videos = [s for s in container.streams.video if not _is_cover(s)]
@@ -495,17 +495,22 @@ def _probe(path: Path, fd: int) -> _Probe:
                   cover_first)
 
 
+# FFmpeg demuxers of animated pictures, which read one as a video: what a page calls it
+_ANIMATIONS = {"gif": "a GIF", "apng": "an APNG"}
+
+
 def _pictures(container: av.container.InputContainer) -> str:
     """What a file FFmpeg reads with a picture demuxer is: such a demuxer also reads pictures one after another (PNGs
     concatenated: 10 frames to PyAV) and an animated WebP (one packet, which this FFmpeg cannot decode), so it is
-    named a picture format, with its count of pictures where it has more than one packet. A GIF (FFmpeg's GIF demuxer
-    read an animated one as a video) is named a GIF picture, an animation where it has more than one."""
+    named a picture format, with its count of pictures where it has more than one packet. A GIF or an APNG (FFmpeg's
+    own demuxers read an animated one as a video) is named a GIF or APNG picture, an animation where it has more than
+    one."""
     try:
         n = sum(1 for packet in container.demux(container.streams.video[0]) if packet.size)
     except av.error.FFmpegError:
         n = 0
-    if container.format.name == "gif":
-        return "a GIF picture" + (f" (an animation of {n} pictures)" if n > 1 else "")
+    if container.format.name in _ANIMATIONS:
+        return f"{_ANIMATIONS[container.format.name]} picture" + (f" (an animation of {n} pictures)" if n > 1 else "")
     count = f": {n} pictures one after another" if n > 1 else ""
     return f"a picture format ({container.format.name.removesuffix('_pipe')}{count})"
 

@@ -204,7 +204,9 @@ class RunInputs:
             value = self.options.get(name)
             path = Path(value).expanduser() if isinstance(value, str) and value else None
             out_dir = self.card.config.get("out_dir")
-            if path is not None and isinstance(out_dir, str) and out_dir and path.is_relative_to(out_dir):
+            # by its parts, not by string: a ".." after the run directory's name leads out of it (runs/mine/../b)
+            if (path is not None and isinstance(out_dir, str) and out_dir and path.is_relative_to(out_dir)
+                    and ".." not in path.relative_to(out_dir).parts):
                 path = self.dir.resolve() / path.relative_to(out_dir)
             self._option_paths[name] = path if path is None or path.is_absolute() else self.started_in / path
         return self._option_paths[name]
