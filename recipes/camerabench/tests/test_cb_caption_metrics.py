@@ -159,7 +159,10 @@ def test_porter_stem_equals_nltk() -> None:
     words |= {"".join(rng.choice("aeiouybcdlnrstz") for _ in range(rng.randint(1, 12))) for _ in range(20000)}
     words |= {"skies", "dying", "news", "innings", "exceed", "Skies", "CAT", "Happy", "I"}
     nltk_stemmer = PorterStemmer()
-    differ = [(w, stem(w), nltk_stemmer.stem(w)) for w in sorted(words) if stem(w) != nltk_stemmer.stem(w)]
+    # NLTK 3.9.1 (camerabench's lock) looks a word up in its irregular forms before lowercasing it ('Skies' -> 'ski'),
+    # 3.10.4 (uv.lock's) after it ('sky'); the caption tokenizer lowercases first, so 3.9.1 is given lowercase words
+    nltk_stem = nltk_stemmer.stem if nltk_stemmer.stem("Skies") == "sky" else lambda w: nltk_stemmer.stem(w.lower())
+    differ = [(w, stem(w), nltk_stem(w)) for w in sorted(words) if stem(w) != nltk_stem(w)]
     assert not differ, f"{len(differ)} of {len(words)} words differ, e.g. {differ[:5]}"
 
 
