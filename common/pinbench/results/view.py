@@ -76,7 +76,7 @@ class Video:
     offset_frames: int = 0
     problem: str | None = None
     failed: str | None = None
-    since: str | None = None   # why the file may be another than the run read (``REPLACED``: a rerun since)
+    since: str | None = None   # why the file may be another than the run read (``KEPT_ASIDE``)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,8 @@ class SampleMedia:
     problems: list[str] = field(default_factory=list)
 
 
-REPLACED = "its run directory was run again after this scorecard was kept aside"
+# what the view knows of a scorecard kept aside: not why (a rerun, or a hand move), nor when its files changed
+KEPT_ASIDE = "this scorecard was kept aside"
 
 
 def not_a_folder(path: Path) -> str:
@@ -527,12 +528,12 @@ class View:
     @staticmethod
     def _qualified(run: ViewRun, video: Video, state: str, error: str | None) -> Video:
         """``video`` with why its file may not hold the bytes the run read: the error of a failed sample whose record
-        names no digest, or ``REPLACED`` for a scorecard kept aside."""
+        names no digest, or ``KEPT_ASIDE`` for a scorecard kept aside."""
         if video.file is None:
             return video
         if state == "failed" and not video.expected_sha256:
             video = replace(video, failed=error)
-        return replace(video, since=REPLACED) if run.inputs.aside else video
+        return replace(video, since=KEPT_ASIDE) if run.inputs.aside else video
 
     def _media(self, run: ViewRun, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia | None:
         hook = getattr(self.module, "sample_media", None)
