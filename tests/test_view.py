@@ -1436,6 +1436,13 @@ def test_a_scorecard_kept_aside_shows_its_run_directorys_rollouts_where_they_are
                                                "ok", None))
     assert unsure["mismatch"] == (f"this scorecard was kept aside, and its record keeps no digest of the bytes it "
                                   f"read: {rollouts / 't2v-000.mp4'} is shown as it is now")
+    # moved by hand into a run directory of another recipe (dynamic-degree's): not read against its files
+    other = tmp_path / "dd"
+    other.mkdir()
+    shutil.copy(runs["dd"] / "pinbench-run.json", other)
+    moved = Path(shutil.copytree(aside, other / aside.name))
+    inputs = View(load_runs([moved]), view_module("remembench")).runs[0].inputs
+    assert inputs.dir == moved and not inputs.aside
 
 
 def test_a_paibench_scorecard_kept_aside_reads_no_digest_from_the_reruns_stamp(tmp_path: Path) -> None:

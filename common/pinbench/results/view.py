@@ -30,7 +30,7 @@ from pinbench.core.files import FileError
 from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, load_reference
 from pinbench.core.run import ROLLOUTS
-from pinbench.core.rundir import kept_aside
+from pinbench.core.rundir import aside_owner
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
@@ -157,7 +157,7 @@ class RunInputs:
 
     dir: Path
     card: Scorecard
-    aside: bool = False   # a scorecard a rerun kept aside (``kept_aside``): ``dir`` is the run directory it left
+    aside: bool = False   # a scorecard a rerun kept aside (``aside_owner``): ``dir`` is the run directory it left
 
     @property
     def options(self) -> Mapping[str, Any]:
@@ -239,7 +239,7 @@ class ViewRun:
     @cached_property
     def inputs(self) -> RunInputs:
         folder = self.run.path.parent
-        if kept_aside(folder):   # its rollouts and fixture data are its run directory's (looked for beside it: none)
+        if aside_owner(folder) == self.run.card.recipe:   # its rollouts and fixture data are its run directory's (looked for beside it: none)
             return RunInputs(folder.parent, self.run.card, aside=True)
         return RunInputs(folder, self.run.card)
 
