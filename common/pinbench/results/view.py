@@ -239,7 +239,8 @@ class ViewRun:
     @cached_property
     def inputs(self) -> RunInputs:
         folder = self.run.path.parent
-        if aside_owner(folder) == self.run.card.recipe:   # its rollouts and fixture data are its run directory's (looked for beside it: none)
+        # kept aside: its rollouts and fixture data are its run directory's (looked for beside it: none)
+        if aside_owner(folder) == self.run.card.recipe:
             return RunInputs(folder.parent, self.run.card, aside=True)
         return RunInputs(folder, self.run.card)
 
