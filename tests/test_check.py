@@ -757,6 +757,20 @@ def test_a_scorecard_a_rerun_kept_aside_is_checked_against_its_records_alone(run
     assert [p for p in check_run(aside).problems if p.endswith("(every run writes its report)")]
 
 
+def test_a_scorecard_moved_into_another_recipes_run_directory_is_not_read_as_kept_aside(run_dir: Path) -> None:
+    """A scorecard moved by hand into a scorecard.aside-<time>/ of a run directory of another recipe was checked
+    as that directory's kept-aside scorecard (its rollouts and stores read as the other recipe's run's)."""
+    aside = run_dir / "scorecard.aside-20261206T040104Z"
+    aside.mkdir()
+    for name in ("scorecard.json", "samples.jsonl", "derived.jsonl"):
+        if (run_dir / name).is_file():
+            shutil.copy(run_dir / name, aside / name)
+    _edit_json(run_dir / "pinbench-run.json", lambda identity: identity.update(recipe="other-bench"))
+    assert check_run(aside).problems == [
+        f"{run_dir / 'pinbench-run.json'}: the directory belongs to recipe 'other-bench', the scorecard kept aside in "
+        f"it ({aside / 'scorecard.json'}) is for 'toy-bench'"]
+
+
 def test_a_samples_path_holding_a_nul_is_one_problem_naming_the_scorecard(run_dir: Path) -> None:
     """samples.path "samples.jsonl\\u0000" passed the inside-the-run-directory rule; check, compare and view then
     ended in 'error: embedded null byte', naming no file (check never raises for bad input)."""

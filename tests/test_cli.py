@@ -398,6 +398,21 @@ def test_a_docker_run_does_not_look_for_a_command_generators_program_here(monkey
                                                        "not on PATH; install it, or give its path\n"), result.output
 
 
+def test_a_docker_run_hands_skip_doctor_to_its_stages(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`--runtime docker --skip-doctor` reaches run_in_docker (its stages then skip their own doctor:
+    test_docker_runtime.test_skip_doctor_reaches_every_run_stage)."""
+    import pinbench.ops.docker_runtime as docker_runtime
+
+    asked: list[bool] = []
+    monkeypatch.setattr(docker_runtime, "run_in_docker",
+                        lambda recipe, cfg, **kwargs: asked.append(kwargs["skip_doctor"]) or 0)
+    (tmp_path / "videos").mkdir()
+    run = ["run", "dynamic-degree", "--checkpoint", "x", "-o", f"videos={tmp_path / 'videos'}", "--runtime", "docker",
+           "--gpus", "0", "--out", str(tmp_path / "run"), "--skip-doctor"]
+    result = runner.invoke(cli.app, run)
+    assert result.exit_code == 0 and asked == [True], result.output
+
+
 @pytest.mark.parametrize("image", ["", " ", "lab/model:1 --rm", "Lab Model", "lab/model;id", "lab/model:"])
 def test_a_generator_image_that_is_no_image_reference_is_refused_before_all_else(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, image: str) -> None:

@@ -1109,3 +1109,43 @@ def test_an_export_builds_every_image_from_its_own_folder(recipe: Recipe, tmp_pa
     assert client.build_calls[1]["buildargs"] == {"BASE_IMAGE": "mirror.lab/py:3.11"}
     with pytest.raises(RecipeError, match="no Dockerfile for toy-bench"):
         docker_runtime.build_recipe_images(recipe, context=tmp_path / "unused", client=client)
+
+
+def test_skip_doctor_reaches_every_run_stage(client: FakeDockerClient, recipe: Recipe, tmp_path: Path) -> None:
+    """`run --runtime docker --skip-doctor`: each stage's `pinbench run` skips its doctor too (it ran the doctor,
+    which stopped at the unusable input the user meant the run to score around: docs/running.md)."""
+    lines: list[str] = []
+    assert docker_runtime.run_in_docker(recipe, _cfg(recipe, tmp_path), client=client, environ=ENV,
+                                        caller=(1000, 1000), log=lines.append, skip_doctor=True) == 0
+    runs = [_argv(call) for call in client.run_calls if _argv(call)[1] == "run"]
+    assert runs and all("--skip-doctor" in argv for argv in runs)
+    client.run_calls.clear()
+    _run(recipe, _cfg(recipe, tmp_path), client)
+    assert not any("--skip-doctor" in _argv(call) for call in client.run_calls)
+
+
+# run's options a stage's `pinbench run` does not get, and why
+NOT_PASSED = {"recipe_name": "the argv names the recipe", "out": "the run directory's mount",
+              "runtime": "local in the container", "generator_image": "the image the generate stage runs in",
+              "build": "the host builds the images", "base_image": "with --build", "move_aside": "done on the host",
+              "show_help": "no run", "option": "passed as --option", "offline": "per stage (network or not)"}
+
+
+def test_every_run_option_is_passed_to_a_stage_or_deliberately_not(recipe: Recipe, tmp_path: Path) -> None:
+    """Each option of `pinbench run` reaches a docker stage's `pinbench run`, or NOT_PASSED says why not (a new
+    option is not dropped without a word, as --skip-doctor was)."""
+    import dataclasses
+
+    import typer.main
+
+    from pinbench import cli
+
+    cfg = dataclasses.replace(_cfg(recipe, tmp_path), limit=4, shard=Shard(1, 4), skip_generation=True,
+                              skip_scoring=True, fixture=True, verify_inputs=True, generator="gen {out}",
+                              generator_options={"k": "v"}, generation_timeout_s=60.0)
+    stage = ContainerStage("score", dockerfile="Dockerfile", argv=("run",), network=False)
+    argv = docker_runtime.stage_argv(recipe, cfg, stage, {"mode": "slow"}, network=False, skip_doctor=True)
+    params = typer.main.get_command(cli.app).commands["run"].params
+    dropped = [p.name for p in params if p.name not in NOT_PASSED and not set(p.opts) & set(argv)]
+    assert dropped == [], argv
+    assert {"--option", "--offline"} <= set(argv) and set(NOT_PASSED) <= {p.name for p in params}

@@ -1429,14 +1429,20 @@ def test_a_scorecard_kept_aside_shows_its_run_directorys_rollouts_where_they_are
     now = sha256_file(rollouts / "t2v-001.mp4")
     assert replaced["mismatch"] == (
         f"{rollouts / 't2v-001.mp4'} holds other bytes (sha256 {now[:12]}...) than the run scored "
-        f"({records['t2v-001']['result']['video_sha256'][:12]}...): replaced since, as its run directory was run "
-        "again after this scorecard was kept aside")
+        f"({records['t2v-001']['result']['video_sha256'][:12]}...): replaced since it was scored (this scorecard "
+        "was kept aside)")
     # a recipe whose record keeps no digest (MIND; PAI-Bench-C, whose stamp is the rerun's): said shown as it is now
     unsure = media.describe(0, view._qualified(view.runs[0], Video("rollout", MediaFile(rollouts, "t2v-000.mp4")),
                                                "ok", None))
-    assert unsure["mismatch"] == (f"its run directory was run again after this scorecard was kept aside, and its "
-                                  f"record keeps no digest of the bytes it read: {rollouts / 't2v-000.mp4'} is "
-                                  "shown as it is now")
+    assert unsure["mismatch"] == (f"this scorecard was kept aside, and its record keeps no digest of the bytes it "
+                                  f"read: {rollouts / 't2v-000.mp4'} is shown as it is now")
+    # moved by hand into a run directory of another recipe (dynamic-degree's): not read against its files
+    other = tmp_path / "dd"
+    other.mkdir()
+    shutil.copy(runs["dd"] / "pinbench-run.json", other)
+    moved = Path(shutil.copytree(aside, other / aside.name))
+    inputs = View(load_runs([moved]), view_module("remembench")).runs[0].inputs
+    assert inputs.dir == moved and not inputs.aside
 
 
 def test_a_paibench_scorecard_kept_aside_reads_no_digest_from_the_reruns_stamp(tmp_path: Path) -> None:

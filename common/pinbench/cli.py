@@ -420,7 +420,7 @@ def run(
             if build:
                 _build_images(recipe, base_images=overrides)
             with _failing(RecipeError):
-                code = run_in_docker(recipe, cfg, generator_image=generator_image)
+                code = run_in_docker(recipe, cfg, generator_image=generator_image, skip_doctor=skip_doctor)
             raise typer.Exit(code)
         from pinbench.ops.launch import run_recipe
 

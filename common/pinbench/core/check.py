@@ -63,7 +63,7 @@ from pinbench.core.run import GENERATION, ROLLOUTS
 from pinbench.core.rundir import (
     IDENTITY_FILE,
     RunDirError,
-    kept_aside,
+    aside_owner,
     not_a_run_directory,
     other_live_runs,
     read_identity,
@@ -147,7 +147,12 @@ def check_run(run_dir: Path | str) -> CheckResult:
     except FileError as exc:
         result.problems.append(str(exc))
         return result
-    if kept_aside(run_dir):   # its stores, rollouts and report are the run directory's: "absent" here
+    owner = aside_owner(run_dir)
+    if owner not in (None, card.recipe):   # moved there by hand: not checked against another recipe's files
+        result.problems.append(f"{run_dir.parent / IDENTITY_FILE}: the directory belongs to recipe {owner!r}, the "
+                               f"scorecard kept aside in it ({run_dir / SCORECARD}) is for {card.recipe!r}")
+        return result
+    if owner is not None:   # its stores, rollouts and report are the run directory's: "absent" here
         result.notes.append(f"{run_dir}: a scorecard a rerun kept aside, with its records files alone: its values are "
                             f"checked against them; its stores, rollouts and report are {run_dir.parent}'s "
                             f"(pinbench check {run_dir.parent})")

@@ -363,12 +363,19 @@ def is_aside_name(name: str, of: str) -> bool:
     return re.fullmatch(rf"{re.escape(of)}\.aside-[0-9]{{8}}T[0-9]{{6}}Z(-[0-9]+)?", name) is not None
 
 
-def kept_aside(folder: Path) -> bool:
-    """Whether ``folder`` is where a rerun kept the scorecard it replaced (``run._keep_aside``): inside a run
-    directory, with scorecard.json and its records files alone (a run given it as --out is checked whole). Its
-    rollouts, stores and report are those of ``folder.parent``, as they stand since the rerun."""
-    return (is_aside_name(folder.name, "scorecard") and (folder.parent / IDENTITY_FILE).is_file()
-            and not os.path.lexists(folder / IDENTITY_FILE))
+def aside_owner(folder: Path) -> str | None:
+    """The recipe of the run directory ``folder`` is a kept-aside scorecard folder of (``run._keep_aside``: inside a
+    run directory, with scorecard.json and its records files alone; a run given it as --out is checked whole), as
+    the directory's identity file names it; None when it is no such folder. A scorecard kept aside is read with the
+    rollouts, stores and report of ``folder.parent``, as they stand since, only when this names its own recipe: one
+    moved by hand into another recipe's directory is not read against that directory's files."""
+    if not is_aside_name(folder.name, "scorecard") or os.path.lexists(folder / IDENTITY_FILE):
+        return None
+    try:
+        identity, source = read_identity(folder.parent)
+    except RunDirError:
+        return None
+    return identity["recipe"] if identity is not None and source.endswith(IDENTITY_FILE) else None
 
 
 def aside_names(path: Path) -> Iterator[Path]:

@@ -437,8 +437,9 @@ def sample_cache_setting(environ: Mapping[str, str], run_dir: Path, cache: Path)
 
 
 def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: dict[str, str], *,
-               network: bool) -> list[str]:
-    """The ``pinbench`` command a stage runs in its container, mirroring the user's flags."""
+               network: bool, skip_doctor: bool = False) -> list[str]:
+    """The ``pinbench`` command a stage runs in its container, mirroring the user's flags (``--skip-doctor`` too:
+    without it the stage's own doctor stopped at an unusable input the user meant to score around)."""
     command, *extra = stage.argv
     argv = ["pinbench", command, recipe.name, "--checkpoint", cfg.checkpoint]
     if cfg.limit is not None:
@@ -451,7 +452,7 @@ def stage_argv(recipe: Recipe, cfg: RunConfig, stage: ContainerStage, options: d
         if cfg.shard is not None:
             argv += ["--shard", f"{cfg.shard.index}/{cfg.shard.count}"]
         argv += ["--skip-generation"] * cfg.skip_generation + ["--skip-scoring"] * cfg.skip_scoring
-        argv += ["--fixture"] * cfg.fixture + ["--verify-inputs"] * cfg.verify_inputs
+        argv += ["--fixture"] * cfg.fixture + ["--verify-inputs"] * cfg.verify_inputs + ["--skip-doctor"] * skip_doctor
         argv += generator_flags(cfg)   # dropped before: the stage generated (or scored) as if none was given
     return argv + list(extra)
 
@@ -560,9 +561,10 @@ def hand_over(paths: list[Path], user: str) -> None:
 
 def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None = None, client: Any = None,
                   environ: Mapping[str, str] | None = None, caller: tuple[int, int] | None = None,
-                  log: Log = print_line) -> int:
-    """Run every stage of the recipe in its image (generation in ``generator_image`` when given); stop at the
-    first stage that fails; print where the scorecard, diff and report are on the host.
+                  log: Log = print_line, skip_doctor: bool = False) -> int:
+    """Run every stage of the recipe in its image (generation in ``generator_image`` when given; each run stage
+    with ``--skip-doctor`` when ``skip_doctor``); stop at the first stage that fails; print where the scorecard,
+    diff and report are on the host.
 
     This process claims the run directory (pinbench.core.rundir) for all stages; each container inherits the
     claim through PINBENCH_RUN_LOCK instead of taking its own. RecipeError, before anything runs, for a
@@ -585,7 +587,7 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None
     users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
     with claim_run_dir(cfg) as claim:
         return _run_stages(recipe, cfg, claim.token, stages, configs, users, generator_mounts, devices,
-                           client=client, environ=environ, caller=caller, log=log)
+                           client=client, environ=environ, caller=caller, log=log, skip_doctor=skip_doctor)
 
 
 def _image_config(image: str, recipe: Recipe, generator_image: str | None, client: Any) -> ImageConfig:
@@ -602,7 +604,7 @@ def _image_config(image: str, recipe: Recipe, generator_image: str | None, clien
 def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[ContainerStage],
                 configs: Mapping[str, ImageConfig], users: Mapping[str, str], generator_mounts: Mapping[Path, str],
                 devices: int | list[str], *, client: Any, environ: Mapping[str, str], caller: tuple[int, int],
-                log: Log) -> int:
+                log: Log, skip_doctor: bool) -> int:
     started = time.time()
 
     out_dir = cfg.out_dir.resolve()
@@ -629,7 +631,8 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
             log(f"[{stage.name}] {note}")
         allowed = offline_policy(stage, cfg)
         code = run_in_container(
-            image, stage_argv(recipe, cfg, stage, options, network=allowed.network), stage=stage.name, mounts=mounts,
+            image, stage_argv(recipe, cfg, stage, options, network=allowed.network, skip_doctor=skip_doctor),
+            stage=stage.name, mounts=mounts,
             env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env, **samples_env},
             gpus=devices if stage.gpus else 0, network_disabled=not allowed.network, user=user,
             token=environ.get("HF_TOKEN") if allowed.needs_token and allowed.network else None, shm_size="16g",

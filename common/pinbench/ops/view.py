@@ -113,7 +113,7 @@ class MediaStore:
                     entry.update(fps=facts.fps, n_frames=facts.n_frames, width=facts.width, height=facts.height,
                                  codec=facts.codec, preview=preview)
                     if item.expected_sha256 and item.expected_sha256 != sha:
-                        replaced = f": replaced since, as {item.since}" if item.since else ""
+                        replaced = f": replaced since it was scored ({item.since})" if item.since else ""
                         entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
                                              f"({item.expected_sha256[:12]}...){replaced}")
                     elif item.failed is not None:

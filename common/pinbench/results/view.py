@@ -30,7 +30,7 @@ from pinbench.core.files import FileError
 from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, load_reference
 from pinbench.core.run import ROLLOUTS
-from pinbench.core.rundir import kept_aside
+from pinbench.core.rundir import aside_owner
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
@@ -76,7 +76,7 @@ class Video:
     offset_frames: int = 0
     problem: str | None = None
     failed: str | None = None
-    since: str | None = None   # why the file may be another than the run read (``REPLACED``: a rerun since)
+    since: str | None = None   # why the file may be another than the run read (``KEPT_ASIDE``)
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,8 @@ class SampleMedia:
     problems: list[str] = field(default_factory=list)
 
 
-REPLACED = "its run directory was run again after this scorecard was kept aside"
+# what the view knows of a scorecard kept aside: not why (a rerun, or a hand move), nor when its files changed
+KEPT_ASIDE = "this scorecard was kept aside"
 
 
 def not_a_folder(path: Path) -> str:
@@ -156,7 +157,7 @@ class RunInputs:
 
     dir: Path
     card: Scorecard
-    aside: bool = False   # a scorecard a rerun kept aside (``kept_aside``): ``dir`` is the run directory it left
+    aside: bool = False   # a scorecard a rerun kept aside (``aside_owner``): ``dir`` is the run directory it left
 
     @property
     def options(self) -> Mapping[str, Any]:
@@ -238,7 +239,8 @@ class ViewRun:
     @cached_property
     def inputs(self) -> RunInputs:
         folder = self.run.path.parent
-        if kept_aside(folder):   # its rollouts and fixture data are its run directory's (looked for beside it: none)
+        # kept aside: its rollouts and fixture data are its run directory's (looked for beside it: none)
+        if aside_owner(folder) == self.run.card.recipe:
             return RunInputs(folder.parent, self.run.card, aside=True)
         return RunInputs(folder, self.run.card)
 
@@ -527,12 +529,12 @@ class View:
     @staticmethod
     def _qualified(run: ViewRun, video: Video, state: str, error: str | None) -> Video:
         """``video`` with why its file may not hold the bytes the run read: the error of a failed sample whose record
-        names no digest, or ``REPLACED`` for a scorecard kept aside."""
+        names no digest, or ``KEPT_ASIDE`` for a scorecard kept aside."""
         if video.file is None:
             return video
         if state == "failed" and not video.expected_sha256:
             video = replace(video, failed=error)
-        return replace(video, since=REPLACED) if run.inputs.aside else video
+        return replace(video, since=KEPT_ASIDE) if run.inputs.aside else video
 
     def _media(self, run: ViewRun, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia | None:
         hook = getattr(self.module, "sample_media", None)
