@@ -34,9 +34,10 @@ from pinbench.core.files import (
     open_regular,
     read_json_object,
 )
-from pinbench.core.imports import LIBRARY, library_closure
+from pinbench.core.imports import LIBRARY, library_closure, module_file
 from pinbench.core.recipe import Recipe
 from pinbench.core.rundir import LockHeld, hold_named, release_named
+from pinbench.ops.generation import IN_EVERY_IMAGE, SHIPPED
 
 _IGNORED_NAMES = ("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 IGNORED = shutil.ignore_patterns(*_IGNORED_NAMES)
@@ -523,8 +524,10 @@ def _fill(recipe: Recipe, dest: Path, requirements: list[str]) -> None:
         (dest / HELPERS).mkdir(parents=True, exist_ok=True)
         shutil.copy2(helper, dest / HELPERS / helper.name)
     entry = root / "__main__.py"   # the console script's and python -m pinbench's module: no recipe imports it
-    sources = [p for p in recipe_dir.rglob("*.py") if "__pycache__" not in p.parts] + helpers + [entry]
-    for file in sorted(library_closure(recipe_dir, root, sources=sources) | {entry}):
+    # the generators every image holds, which generation.py loads by their names (SHIPPED), not by an import
+    shipped = {module_file(root, SHIPPED[name].partition(":")[0]) for name in IN_EVERY_IMAGE}
+    sources = [p for p in recipe_dir.rglob("*.py") if "__pycache__" not in p.parts] + helpers + [entry, *shipped]
+    for file in sorted(library_closure(recipe_dir, root, sources=sources) | {entry, *shipped}):
         target = dest / LIBRARY / file.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(file, target)
