@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import render_generator
 from typer.testing import CliRunner
 
 from pinbench.cli import app
@@ -30,7 +31,9 @@ from pinbench.ops.launch import run_recipe
 from pinbench_recipes.paibench_c import requests
 from pinbench_recipes.paibench_c.rows import Task
 
-HELPERS = Path(__file__).resolve().parents[3] / "tests" / "helpers"
+# by its import, not a path of the repository's: an export copies the helpers its tests import (tests/helpers),
+# and this one is otherwise named only by its file (the command form) and module name (the Python form)
+HELPERS = Path(render_generator.__file__).resolve().parent
 COMMAND = f"command:{sys.executable} {HELPERS / 'render_generator.py'} --request {{request}} --out {{out}}"
 MODALITIES = ("edge", "blur", "depth", "seg")
 # The spec's §5.3 sampling settings (the same for every modality but control guidance) and resolution table
