@@ -880,6 +880,22 @@ def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential
         "files it needs, or put them in --generator-image")
 
 
+def test_an_included_config_holding_a_credential_is_read_beside_a_hundred_submodules(
+        client: FakeDockerClient, tmp_path: Path) -> None:
+    """The limit on the included files read counted each submodule's store's config too: past 96 submodules
+    .git/config's own include was not read, and the token in it was mounted (review66)."""
+    folder = tmp_path / "project"
+    (folder / ".git").mkdir(parents=True)
+    (folder / "remote.inc").write_text(f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')
+    (folder / ".git" / "config").write_text("[include]\n\tpath = ../remote.inc\n")
+    for i in range(120):
+        (folder / ".git" / "modules" / f"sub{i}").mkdir(parents=True)
+        (folder / ".git" / "modules" / f"sub{i}" / "config").write_text("[core]\n\tbare = false\n")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its remote.inc holds a credential); name "
+        "the files it needs, or put them in --generator-image")
+
+
 def test_a_git_config_including_a_credential_outside_the_mounted_folder_is_mounted(
         client: FakeDockerClient, tmp_path: Path) -> None:
     """An [includeIf] file outside the mounted folder is not mounted with it: the container gets the path, never the

@@ -311,7 +311,7 @@ def _installed(top: str, folders: list[str]) -> set[str]:
 # include's path: stripped after the match, a lazy (.+?)\s*$ took 46 s on a 100,000-character line of blanks
 _GIT_HEADER = re.compile(r"\s*\[\s*(\w*)[^\]]*\]?")
 _GIT_PATH = re.compile(r"\s*path\s*=(.*)", re.I)
-_GIT_FILES_MOST = 100   # a chain of includes longer than git's own limit (10) is read no further
+_GIT_INCLUDES_MOST = 100   # included files read, beyond the stores' own (git's chain limit is 10 deep)
 
 
 def _git_files(git_dir: str, source: Path) -> list[str]:
@@ -324,7 +324,8 @@ def _git_files(git_dir: str, source: Path) -> list[str]:
         folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         found += [os.path.join(top, "config")] if "config" in files else []
     configs = [path for path in found if os.path.basename(path) in ("config", "config.worktree")]
-    while configs and len(found) < _GIT_FILES_MOST:
+    most = len(found) + _GIT_INCLUDES_MOST   # not counting the submodules': 97 of them left .git/config's unread
+    while configs and len(found) < most:
         config, section = configs.pop(), ""
         for line in _head(config).splitlines():
             if (header := _GIT_HEADER.match(line)) is not None:
