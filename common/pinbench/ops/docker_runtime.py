@@ -339,7 +339,7 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn]) ->
         folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         found += [os.path.join(top, "config")] if "config" in files else []
     configs = [path for path in found if os.path.basename(path) in ("config", "config.worktree")]
-    most = len(found) + _GIT_INCLUDES_MOST   # not counting the submodules': 97 of them left .git/config's unread
+    most = len(found) + _GIT_INCLUDES_MOST   # not counting the submodules': 96 of them left .git/config's unread
     while configs and len(found) < most:
         config, section = configs.pop(), ""
         for line in _head(config).splitlines():
