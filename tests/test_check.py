@@ -771,6 +771,29 @@ def test_a_scorecard_moved_into_another_recipes_run_directory_is_not_read_as_kep
         f"it ({aside / 'scorecard.json'}) is for 'toy-bench'"]
 
 
+@pytest.mark.parametrize("identity", ["unparseable", "no recipe", "fifo", "folder"])
+def test_a_scorecard_kept_aside_where_the_run_directorys_identity_is_unreadable_is_one_problem_naming_it(
+        run_dir: Path, identity: str) -> None:
+    """A kept-aside scorecard whose run directory's pinbench-run.json could not be read was checked as a run
+    directory of its own: its stores, rollouts and report were each said absent, never the file at fault
+    (review66)."""
+    aside = run_dir / "scorecard.aside-20261206T040104Z"
+    aside.mkdir()
+    for name in ("scorecard.json", "samples.jsonl", "derived.jsonl"):
+        if (run_dir / name).is_file():
+            shutil.copy(run_dir / name, aside / name)
+    file = run_dir / "pinbench-run.json"
+    if identity == "unparseable":
+        file.write_text('{"recipe": ')
+    elif identity == "no recipe":
+        _edit_json(file, lambda data: data.pop("recipe"))
+    else:
+        file.unlink()
+        os.mkfifo(file) if identity == "fifo" else file.mkdir()
+    problems = check_run(aside).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{file}: ") and "\n" not in problems[0], problems
+
+
 def test_a_samples_path_holding_a_nul_is_one_problem_naming_the_scorecard(run_dir: Path) -> None:
     """samples.path "samples.jsonl\\u0000" passed the inside-the-run-directory rule; check, compare and view then
     ended in 'error: embedded null byte', naming no file (check never raises for bad input)."""

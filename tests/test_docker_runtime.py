@@ -880,6 +880,45 @@ def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential
         "files it needs, or put them in --generator-image")
 
 
+def test_an_included_config_holding_a_credential_is_read_beside_a_hundred_submodules(
+        client: FakeDockerClient, tmp_path: Path) -> None:
+    """The limit on the included files read counted each submodule's store's config too: past 96 submodules
+    .git/config's own include was not read, and the token in it was mounted (review66)."""
+    folder = tmp_path / "project"
+    (folder / ".git").mkdir(parents=True)
+    (folder / "remote.inc").write_text(f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')
+    (folder / ".git" / "config").write_text("[include]\n\tpath = ../remote.inc\n")
+    for i in range(120):
+        (folder / ".git" / "modules" / f"sub{i}").mkdir(parents=True)
+        (folder / ".git" / "modules" / f"sub{i}" / "config").write_text("[core]\n\tbare = false\n")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its remote.inc holds a credential); name "
+        "the files it needs, or put them in --generator-image")
+
+
+@pytest.mark.parametrize("under", ["deep", ".git/modules"])
+def test_folders_nested_too_deep_to_walk_are_refused_in_one_line(client: FakeDockerClient, tmp_path: Path,
+                                                                 under: str) -> None:
+    """Folders nested 1,100 deep (in the folder, or in its git store's modules/, which is walked for submodules'
+    configs) ended the mount check in RecursionError, "maximum recursion depth exceeded" naming no folder
+    (review66)."""
+    folder = tmp_path / "project"
+    nested = folder / under
+    nested.mkdir(parents=True)
+    for _ in range(1100):
+        nested = nested / "m"
+        nested.mkdir()
+    try:
+        refusal = _mount_refusal(client, tmp_path, "code", folder)
+    finally:
+        while nested != folder:   # removed here: pytest's cleanup (shutil.rmtree) recurses a level a frame too
+            nested.rmdir()
+            nested = nested.parent
+    assert refusal.startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds {under}/m/m/")
+    assert "folders nested more than 400 deep, too deep to check each name for a secret's" in refusal
+
+
 def test_a_git_config_including_a_credential_outside_the_mounted_folder_is_mounted(
         client: FakeDockerClient, tmp_path: Path) -> None:
     """An [includeIf] file outside the mounted folder is not mounted with it: the container gets the path, never the

@@ -1443,6 +1443,9 @@ def test_a_scorecard_kept_aside_shows_its_run_directorys_rollouts_where_they_are
     moved = Path(shutil.copytree(aside, other / aside.name))
     inputs = View(load_runs([moved]), view_module("remembench")).runs[0].inputs
     assert inputs.dir == moved and not inputs.aside
+    (other / "pinbench-run.json").write_text('{"recipe": ')   # whose directory unknown: a folder of its own
+    inputs = View(load_runs([moved]), view_module("remembench")).runs[0].inputs
+    assert inputs.dir == moved and not inputs.aside
 
 
 def test_a_paibench_scorecard_kept_aside_reads_no_digest_from_the_reruns_stamp(tmp_path: Path) -> None:

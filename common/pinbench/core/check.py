@@ -147,7 +147,11 @@ def check_run(run_dir: Path | str) -> CheckResult:
     except FileError as exc:
         result.problems.append(str(exc))
         return result
-    owner = aside_owner(run_dir)
+    try:
+        owner = aside_owner(run_dir)
+    except RunDirError as exc:   # whose directory it was kept aside in is unknown: no check against either
+        result.problems.append(str(exc))
+        return result
     if owner not in (None, card.recipe):   # moved there by hand: not checked against another recipe's files
         result.problems.append(f"{run_dir.parent / IDENTITY_FILE}: the directory belongs to recipe {owner!r}, the "
                                f"scorecard kept aside in it ({run_dir / SCORECARD}) is for {card.recipe!r}")

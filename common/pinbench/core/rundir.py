@@ -368,14 +368,13 @@ def aside_owner(folder: Path) -> str | None:
     run directory, with scorecard.json and its records files alone; a run given it as --out is checked whole), as
     the directory's identity file names it; None when it is no such folder. A scorecard kept aside is read with the
     rollouts, stores and report of ``folder.parent``, as they stand since, only when this names its own recipe: one
-    moved by hand into another recipe's directory is not read against that directory's files."""
-    if not is_aside_name(folder.name, "scorecard") or os.path.lexists(folder / IDENTITY_FILE):
+    moved by hand into another recipe's directory is not read against that directory's files. RunDirError when that
+    file is unreadable (check named what the folder lacked as a run of its own, and not that file)."""
+    if not is_aside_name(folder.name, "scorecard") or os.path.lexists(folder / IDENTITY_FILE) \
+            or not os.path.lexists(folder.parent / IDENTITY_FILE):
         return None
-    try:
-        identity, source = read_identity(folder.parent)
-    except RunDirError:
-        return None
-    return identity["recipe"] if identity is not None and source.endswith(IDENTITY_FILE) else None
+    identity, _ = read_identity(folder.parent)   # the identity file's, which it reads first
+    return identity["recipe"] if identity is not None else None
 
 
 def aside_names(path: Path) -> Iterator[Path]:

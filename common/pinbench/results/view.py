@@ -30,7 +30,7 @@ from pinbench.core.files import FileError
 from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, load_reference
 from pinbench.core.run import ROLLOUTS
-from pinbench.core.rundir import aside_owner
+from pinbench.core.rundir import RunDirError, aside_owner
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
@@ -239,10 +239,11 @@ class ViewRun:
     @cached_property
     def inputs(self) -> RunInputs:
         folder = self.run.path.parent
-        # kept aside: its rollouts and fixture data are its run directory's (looked for beside it: none)
-        if aside_owner(folder) == self.run.card.recipe:
-            return RunInputs(folder.parent, self.run.card, aside=True)
-        return RunInputs(folder, self.run.card)
+        try:   # kept aside: its rollouts and fixture data are its run directory's (looked for beside it: none)
+            aside = aside_owner(folder) == self.run.card.recipe
+        except RunDirError:   # that directory's owner unknown: read as a folder of its own
+            aside = False
+        return RunInputs(folder.parent, self.run.card, aside=True) if aside else RunInputs(folder, self.run.card)
 
 
 def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str], list[str]]:
