@@ -896,6 +896,45 @@ def test_an_included_config_holding_a_credential_is_read_beside_a_hundred_submod
         "the files it needs, or put them in --generator-image")
 
 
+def test_a_git_store_s_modules_past_the_check_limit_are_refused_in_one_line(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk of .git/modules (submodules' stores) was not counted against ``MOUNT_CHECK_LIMIT``: any number of
+    folders there were walked, and the folder mounted (bounds67). Now they count with the folder's own names."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "MOUNT_CHECK_LIMIT", 10)
+    folder = tmp_path / "project"
+    for i in range(11):
+        (folder / ".git" / "modules" / f"sub{i}").mkdir(parents=True)
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds more than 10 files and folders, "
+        "too many to check each name for a secret's); name the files it needs, or put them in --generator-image")
+    (folder / ".git" / "modules" / "sub10").rmdir()
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
+def test_a_git_store_including_more_configs_than_are_read_is_refused_in_one_line(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``_GIT_INCLUDES_MOST`` included files the rest were left unread, their own includes (a token) unfollowed,
+    and the folder mounted (bounds67)."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "_GIT_INCLUDES_MOST", 3)
+    folder = tmp_path / "project"
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".git" / "config").write_text("[include]\n\tpath = a.inc\n")
+    for name, included in (("a", "b"), ("b", "c"), ("c", "d")):
+        (folder / ".git" / f"{name}.inc").write_text(f"[include]\n\tpath = {included}.inc\n")
+    (folder / ".git" / "d.inc").write_text("[include]\n\tpath = ../remote.inc\n")
+    (folder / "remote.inc").write_text(f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its .git/c.inc includes .git/d.inc, past "
+        "the 3 included files read to check them for a credential); name the files it needs, or put them in "
+        "--generator-image")
+    (folder / ".git" / "c.inc").write_text("")
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
 @pytest.mark.parametrize("under", ["deep", ".git/modules"])
 def test_folders_nested_too_deep_to_walk_are_refused_in_one_line(client: FakeDockerClient, tmp_path: Path,
                                                                  under: str) -> None:

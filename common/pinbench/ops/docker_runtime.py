@@ -311,7 +311,7 @@ def _installed(top: str, folders: list[str]) -> set[str]:
 # include's path: stripped after the match, a lazy (.+?)\s*$ took 46 s on a 100,000-character line of blanks
 _GIT_HEADER = re.compile(r"\s*\[\s*(\w*)[^\]]*\]?")
 _GIT_PATH = re.compile(r"\s*path\s*=(.*)", re.I)
-_GIT_INCLUDES_MOST = 100   # included files read, beyond the stores' own (git's chain limit is 10 deep)
+_GIT_INCLUDES_MOST = 100   # included files read beyond the stores' own, one more refused (git's chain limit: 10 deep)
 
 
 _WALK_DEPTH_MOST = 400   # os.walk recurses a level a frame (Python 3.11): 1,100 folders deep raised RecursionError
@@ -329,18 +329,21 @@ def _walk(top: str | Path, refuse: Callable[[str], NoReturn], source: Path,
         yield entry
 
 
-def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn]) -> list[str]:
+def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
+               counted: Callable[[int], None]) -> list[str]:
     """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree, each
     submodule's store's config (modules/NAME/config), FETCH_HEAD, the reflog logs/HEAD (a clone's 'from URL'), and
     the files [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``: one
-    outside it is not mounted, so it hands the container nothing."""
+    outside it is not mounted, so it hands the container nothing. The names walked in modules/ are ``counted``
+    (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``: the rest went unread."""
     found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "logs/HEAD")]
     for top, folders, files in _walk(os.path.join(git_dir, "modules"), refuse, source):
         folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
+        counted(len(folders) + len(files))
         found += [os.path.join(top, "config")] if "config" in files else []
     configs = [path for path in found if os.path.basename(path) in ("config", "config.worktree")]
     most = len(found) + _GIT_INCLUDES_MOST   # not counting the submodules': 96 of them left .git/config's unread
-    while configs and len(found) < most:
+    while configs:
         config, section = configs.pop(), ""
         for line in _head(config).splitlines():
             if (header := _GIT_HEADER.match(line)) is not None:
@@ -349,6 +352,10 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn]) ->
                 named = os.path.expanduser(path[1].strip().strip('"'))
                 included = os.path.realpath(os.path.join(os.path.dirname(config), named))
                 if included not in found and Path(included).is_relative_to(source):
+                    if len(found) == most:
+                        refuse(f"its {shown_name(os.path.relpath(config, source))} includes "
+                               f"{shown_name(os.path.relpath(included, source))}, past the {_GIT_INCLUDES_MOST} "
+                               "included files read to check them for a credential")
                     found.append(included)
                     configs.append(included)
     return found
@@ -368,31 +375,36 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
     remote URL's token: .git is not walked, and none is a secret's name; ``_git_files``), or a secret file's template
     holding one. Source code, an installed package's files (``_installed``) and a folder named .env (a virtualenv's
     name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
-    past ``MOUNT_CHECK_LIMIT`` entries or ``_WALK_DEPTH_MOST`` levels, which were not all checked, or for a subfolder
-    the walk may not enter: its names went unchecked, and the mount hands it whole (``refuse``: the mount's refusal,
-    one wording with the others). Names are ``shown_name``'s: a line break or undecodable bytes in one made the line
-    two, or one no terminal prints."""
+    past ``MOUNT_CHECK_LIMIT`` entries (its git stores' modules/ counted too) or ``_WALK_DEPTH_MOST`` levels, which
+    were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the mount hands it
+    whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s: a line break or
+    undecodable bytes in one made the line two, or one no terminal prints."""
     def unreadable(exc: OSError) -> NoReturn:
         refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
                f"names for a secret's: {exc.strerror}")
 
+    seen = 0
+
+    def counted(names: int) -> None:   # the folder's own walk's and its git stores' modules/ walks' names together
+        nonlocal seen
+        seen += names
+        if seen > MOUNT_CHECK_LIMIT:
+            refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
+                   "secret's")
+
     if not source.is_dir():
         return None
-    seen = 0
     for top, folders, files in _walk(source, refuse, source, unreadable):   # links not followed: the mount hands none
         gits = [os.path.join(top, ".git")] if ".git" in folders else []
         if "HEAD" in files and "objects" in folders:   # a bare repository (repo.git), or a .git mounted itself
             gits.append(top)
-        held = (path for git in gits for path in _git_files(git, source, refuse))
+        held = (path for git in gits for path in _git_files(git, source, refuse, counted))
         if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
         installed = _installed(top, folders)   # their walk skipped, each still checked by its own name
         folders[:] = [name for name in folders if not _public_folder(top, name, files)
                       and (name not in installed or is_secret_file(name))]
-        seen += len(folders) + len(files)
-        if seen > MOUNT_CHECK_LIMIT:
-            refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
-                   "secret's")
+        counted(len(folders) + len(files))
         found = sorted([name for name in folders if name != ".env" and is_secret_file(name)] + [
             name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)])
         if found:
