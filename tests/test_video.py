@@ -1084,3 +1084,39 @@ def test_decords_read_opens_the_header_once(make_video, monkeypatch) -> None:
     read_video(path, [0], backend="decord")
     list(iter_frames(path, backend="decord"))
     assert len(opened) == 2   # the header, once a read
+
+
+@pytest.mark.parametrize(("line", "read"), [
+    ("av==1.0.0 \\", "1.0.0"), ("AV==1.0.0 \\", "1.0.0"), ("av[extra] == 1.0.0 \\", "1.0.0"),
+    ('  Av ==1.0.0 ; python_version >= "3.10" \\', "1.0.0"), ("avro==1.0.0 \\", None),
+    ("av>=1.0.0 \\", "names av"), ("av===1.0.0 \\", "names av"), ("av==1.0.0rc1 \\", "names av")])
+def test_make_test_old_av_reads_a_lock_s_av_line_as_pip_does_or_fails_naming_it(tmp_path: Path, line: str,
+                                                                                 read: str | None) -> None:
+    """``make test-old-av`` read only ``^av==X`` lines: AV==X, av[extra]==X or av ==X was skipped unsaid, its PyAV
+    never tested (bounds67). Run on a copy of the Makefile with a stand-in pip (it records what is installed) and
+    a stand-in tests/test_video.py."""
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "Makefile").write_text((repo / "Makefile").read_text())
+    (tmp_path / "recipes" / "toy").mkdir(parents=True)
+    (tmp_path / "recipes" / "toy" / "requirements.lock").write_text(f"numpy==2.0.0 \\\n    --hash=sha256:0\n{line}\n"
+                                                                    "    --hash=sha256:0\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_video.py").write_text("def test_stand_in() -> None:\n    pass\n")
+    pip = tmp_path / "tools" / "bin" / "python"
+    pip.parent.mkdir(parents=True)
+    pip.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/installed\n')
+    pip.chmod(0o755)
+    venv = Path(sys.executable).parents[1]
+    done = subprocess.run(["make", "-s", "test-old-av", f"VENV={venv}", f"TOOLS={tmp_path}/tools",
+                           "-o", f"{venv}/.pinbench-installed"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    installed = (tmp_path / "installed").read_text() if (tmp_path / "installed").exists() else ""
+    if read is None:
+        assert (done.returncode, installed) == (0, ""), done.stderr
+    elif read == "names av":
+        assert done.returncode != 0 and installed == ""
+        assert done.stderr.splitlines()[0] == (f"make test-old-av: recipes/toy/requirements.lock: '{line}' names av "
+                                               "but pins no plain av==X.Y.Z version")
+    else:
+        assert done.returncode == 0, done.stderr
+        assert installed.split()[-1] == f"av=={read}" and f"PyAV {read}:" in done.stdout
