@@ -637,6 +637,83 @@ def test_a_fragmented_mp4_counts_the_frames_of_every_fragment(synthetic_frames, 
     assert len(read_video(path, backend="pyav").frames) == 30
 
 
+def _fragmented_mp4(path: Path, frames: np.ndarray, *, audio: bool = False) -> bytes:
+    """A fragmented MP4 as PyAV writes one with movflags=frag_keyframe (keyframes every 4: 'moov' holds the first 4
+    samples, then a 'moof' and its 'mdat' each 4; an 'mfra' last), with a tone as AAC when ``audio``; its bytes."""
+    with av.open(str(path), "w", options={"movflags": "frag_keyframe"}) as container:
+        stream = container.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.options = {"g": "4", "bf": "0"}
+        sound = container.add_stream("aac", rate=8000) if audio else None
+        for i, frame in enumerate(frames):
+            vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
+            vf.pts = i
+            container.mux(stream.encode(vf))
+            if sound is not None:
+                tone = np.sin(np.arange(1000) / 5)[None, :].astype(np.float32)
+                af = av.AudioFrame.from_ndarray(tone, format="fltp", layout="mono")
+                af.sample_rate, af.pts = 8000, i * 1000
+                container.mux(sound.encode(af))
+        container.mux(stream.encode(None))
+        if sound is not None:
+            container.mux(sound.encode(None))
+    return path.read_bytes()
+
+
+def _top_boxes(data: bytes) -> list[tuple[int, bytes, int]]:
+    """(offset, type, size) of each top-level box (32-bit sizes)."""
+    boxes, offset = [], 0
+    while offset < len(data):
+        size = int.from_bytes(data[offset:offset + 4], "big")
+        boxes.append((offset, data[offset + 4:offset + 8], size))
+        offset += size
+    return boxes
+
+
+def _cut_in_mdat(data: bytes, end: int) -> bytes:
+    """``data`` cut at byte ``end``, inside an 'mdat' whose size is patched to what is left: it fits box by box."""
+    mdat = next(offset for offset, kind, size in _top_boxes(data) if kind == b"mdat" and offset < end <= offset + size)
+    return data[:mdat] + _u32s(end - mdat) + data[mdat + 4:end]
+
+
+@pytest.mark.usefixtures("mp4_index")
+@pytest.mark.parametrize("reader", ["video_info", "preview.probe", *BACKENDS])
+def test_a_fragment_cut_inside_its_mdat_is_truncated_for_every_reader(synthetic_frames, tmp_path: Path,
+                                                                      reader: str) -> None:
+    """A fragmented MP4's last 'mdat' cut inside its last sample (its size patched, the 'mfra' after it gone): the
+    sample lost is within the duration check's margin, and the cut one was demuxed as a packet, so the file read as
+    a whole 12-frame video. A fragment's audio cut with its video whole (the cut past the video's samples) read as a
+    whole video too. Each 'trun''s samples are judged against the 'mdat' payloads now, as 'moov''s are."""
+    data = _fragmented_mp4(tmp_path / "frag.mp4", synthetic_frames(12))
+    assert [kind for _, kind, _ in _top_boxes(data)].count(b"moof") == 2 and _top_boxes(data)[-1][1] == b"mfra"
+    assert video_info(tmp_path / "frag.mp4").n_frames == 12
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(_cut_in_mdat(data, _top_boxes(data)[-1][0] - 2))   # 2 bytes of the last sample lost
+    with pytest.raises(VideoError) as err:
+        _readers(cut)[reader]()
+    assert err.value.reason == "truncated: container declares 12 frames, holds 11"
+    data = _fragmented_mp4(tmp_path / "both.mp4", synthetic_frames(12), audio=True)
+    assert video_info(tmp_path / "both.mp4").n_frames == 12
+    with av.open(str(tmp_path / "both.mp4")) as container:   # the second fragment's video, then its audio
+        last_video = max(packet.pos + packet.size for packet in container.demux(video=0) if packet.size)
+    cut.write_bytes(_cut_in_mdat(data, last_video + 10))
+    with pytest.raises(VideoError) as err:
+        _readers(cut)[reader]()
+    assert re.fullmatch(r"truncated: container declares [0-9]+ audio samples, holds [0-9]+", err.value.reason)
+
+
+def test_a_fragmented_mp4_cut_where_a_fragment_starts_is_a_whole_shorter_video(synthetic_frames,
+                                                                                tmp_path: Path) -> None:
+    """Nothing FFmpeg writes says more fragments were meant: no 'mehd', an 'mvhd' of the first fragment's duration,
+    and the 'mfra' (last) goes with the cut. Such a file is read as the frames it holds."""
+    data = _fragmented_mp4(tmp_path / "frag.mp4", synthetic_frames(12))
+    assert b"mehd" not in data
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[:[offset for offset, kind, _ in _top_boxes(data) if kind == b"moof"][-1]])
+    assert video_info(cut).n_frames == 8
+    assert len(read_video(cut, backend="pyav").frames) == 8
+
+
 # ---------------------------------------------------------------- where an MP4 keeps its samples
 # Each file below is written by PyAV (write_video: 'ftyp', an 8-byte 'free', 'mdat', then 'moov'; one chunk) and then
 # edited box by box; no binary fixture.

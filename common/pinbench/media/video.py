@@ -20,7 +20,9 @@ Frame count policy (what ``video_info`` reports and ``read_video`` enforces):
   (no decoding), less those FFmpeg flags "discard" (a fragmented MP4's edit list: decord's read is refused as
   above). If the header declared more frames than there are packets, or the packets end well
   before the declared duration (the video's own, never a longer audio track's), the file is reported
-  ``truncated``.
+  ``truncated``. A fragmented MP4's samples (``moov``'s and each ``trun``'s, of every audio and video track) must
+  lie whole inside its ``mdat`` boxes too (``_check_fragments``); a cut where a fragment starts leaves a complete
+  shorter file, which nothing FFmpeg writes tells apart.
 * The video is the one video stream that is not a cover picture (``video_stream``), for every read. OpenCV reads
   the first one listed, so a file whose cover is listed first is refused to it. A file with two or more such
   streams is refused by every read, naming them: decord picks one by its own ranking, pyav and OpenCV the first,
@@ -184,16 +186,16 @@ def open_video(path: Path, fd: int, options: dict[str, str] | None = None) -> It
 
 @dataclass(frozen=True)
 class _Bmff:
-    """Where a complete, unfragmented MP4/MOV keeps its samples and its index (payload byte ranges)."""
+    """Where a complete MP4/MOV keeps its samples and its index (payload byte ranges)."""
 
     media: list[tuple[int, int]]   # every top-level 'mdat', in file order
     moov: tuple[int, int]
+    fragments: list[tuple[int, int]]   # every top-level 'moof' (none: unfragmented)
 
 
 def _check_bmff_structure(path: Path, size: int, fd: int) -> _Bmff | None:
-    """Walk the top-level MP4/MOV boxes; where its ``mdat`` payloads and its ``moov`` lie, or None when the
-    file is not ISO BMFF or is fragmented (a ``moof`` box: ``moov`` then indexes only the first fragment's samples,
-    so the packets are counted).
+    """Walk the top-level MP4/MOV boxes; where its ``mdat``, ``moov`` and ``moof`` payloads lie, or None when the
+    file is not ISO BMFF.
 
     Why: with ``moov`` at the end a cut file cannot even be opened (decoders say "invalid data"),
     and with ``moov`` first backends disagree (error, or a silent short read). The box sizes say
@@ -203,7 +205,7 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> _Bmff | None:
         head = fh.read(8)
         if len(head) < 8 or head[4:8] not in _BMFF_FIRST_BOXES:
             return None
-        offset, seen, media, moov = 0, set(), [], (0, 0)
+        offset, seen, media, moov, fragments = 0, set(), [], (0, 0), []
         while offset < size:
             fh.seek(offset)
             header = fh.read(16)
@@ -231,10 +233,12 @@ def _check_bmff_structure(path: Path, size: int, fd: int) -> _Bmff | None:
                 media.append((offset + header_size, offset + box_size))
             elif box_type == b"moov":
                 moov = (offset + header_size, offset + box_size)
+            elif box_type == b"moof":
+                fragments.append((offset + header_size, offset + box_size))
             offset += box_size
     if b"moov" not in seen:
         raise VideoError(path, "truncated: MP4 has no 'moov' box (file incomplete)")
-    return None if b"moof" in seen else _Bmff(media, moov)
+    return _Bmff(media, moov, fragments)
 
 
 _INDEXED = hasattr(av.video.stream.VideoStream, "index_entries")   # PyAV 17 and later
@@ -332,6 +336,43 @@ def _external_data(fd: int, moov: tuple[int, int], track_id: int) -> bool:
                         if not int.from_bytes(fh.read(4), "big") & 1:
                             return True
     return False
+
+
+def _fragment_samples(fd: int, fragments: list[tuple[int, int]], track_id: int) -> int:
+    """How many samples the ``trun`` boxes of track ``track_id`` declare in the ``moof`` payloads ``fragments``:
+    what a fragmented file holds beyond ``moov``'s own samples, read from the boxes as an older PyAV has no index."""
+    count = 0
+    with _reader(fd) as fh:
+        for moof in fragments:
+            for traf in _children(fh, moof, b"traf"):
+                for tfhd in _children(fh, traf, b"tfhd"):   # version and flags, then track_ID
+                    fh.seek(tfhd[0] + 4)
+                    if fh.read(4) != (track_id % 2**32).to_bytes(4, "big"):
+                        break
+                    for trun in _children(fh, traf, b"trun"):   # version and flags, then sample_count
+                        fh.seek(trun[0] + 4)
+                        count += int.from_bytes(fh.read(4), "big")
+    return count
+
+
+def _check_fragments(path: Path, fd: int, container: av.container.InputContainer, bmff: _Bmff) -> None:
+    """VideoError unless every sample a fragmented file declares (``moov``'s and each ``trun``'s) lies whole inside
+    an ``mdat``, for every audio and video track, as for an unfragmented file.
+
+    Why: a fragment's ``mdat`` cut and its size patched (or one of size 0 cut short) fits the file box by box, and a
+    sample or two lost is within the duration check's margin; the fragments' audio lost with the video whole was read
+    as a whole video. A file cut exactly where a fragment starts is a complete shorter file: FFmpeg writes no total
+    (no ``mehd``; ``mvhd`` holds the first fragment's duration), so such a cut cannot be told.
+    """
+    for stream in container.streams:
+        if stream.type not in ("video", "audio") or _is_cover(stream):
+            continue
+        declared = (stream.frames or 0) + _fragment_samples(fd, bmff.fragments, stream.id)
+        with open_video(path, fd, {"ignore_editlist": "1"}) as again:   # every sample, an edit list's too
+            held = _samples_held(_index(again, again.streams[stream.index]), bmff.media)
+        if held < declared:
+            what = counted(declared, "frame") if stream.type == "video" else f"{declared} {stream.type} samples"
+            raise VideoError(path, f"truncated: container declares {what}, holds {held}")
 
 
 def _stream_fps(stream: av.video.stream.VideoStream) -> float | None:
@@ -453,7 +494,7 @@ def _probe(path: Path, fd: int) -> _Probe:
         fps = _stream_fps(stream)
         declared = stream.frames if stream.frames and stream.frames > 0 else None
         declared_s = _declared_seconds(container, stream)
-        if bmff is not None and declared is not None:
+        if bmff is not None and not bmff.fragments and declared is not None:
             entries = _index(container, stream)
             shown = len(entries)
             if shown < declared:   # FFmpeg's index leaves out the samples past an edit list's end: judge by them all
@@ -482,6 +523,8 @@ def _probe(path: Path, fd: int) -> _Probe:
                         f"truncated: container declares {declared_s:.3f} s but frames end at "
                         f"{covered_s:.3f} s ({counted(n_frames, 'frame')})",
                     )
+            if bmff is not None and bmff.fragments:
+                _check_fragments(path, fd, container, bmff)
     if n_frames == 0:
         raise VideoError(path, "undecodable: no video frames")
     if not width or not height:
