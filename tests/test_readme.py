@@ -134,6 +134,18 @@ def test_make_help_is_the_default() -> None:
 RECIPE_DIRS = sorted(p.name for p in (REPO / "recipes").iterdir() if (p / "recipe.yaml").is_file())
 
 
+def test_the_readme_s_recipe_table_has_one_row_per_recipe_linking_its_readme() -> None:
+    """The README's Recipes table is the one row a new recipe adds outside its folder ("Adding a recipe"): a recipe
+    without it passed lint and every recipe-walking test (author65), and a row for a recipe gone or renamed would
+    stay. Each row names a recipe by recipe.yaml's name and links its folder's README."""
+    table = README.split("\n## Recipes\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \|.*\[recipes/(\w+)\]\(recipes/(\w+)/README\.md\) \|$", table, flags=re.M)
+    declared = {yaml.safe_load((REPO / "recipes" / folder / "recipe.yaml").read_text())["name"]: folder
+                for folder in RECIPE_DIRS}
+    assert sorted(name for name, _, _ in rows) == sorted(declared), (rows, declared)
+    assert all(declared[name] == shown == linked for name, shown, linked in rows), rows
+
+
 @pytest.mark.parametrize("recipe", RECIPE_DIRS)
 def test_a_recipe_readme_states_its_current_version(recipe: str) -> None:
     """The exported README is the recipe's: its title names recipe.yaml's version, and so does every other
