@@ -9,6 +9,7 @@ recomputes nothing: no derived record, no figure, no report, no new scorecard.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -388,3 +389,39 @@ def test_device_workers_name_the_fetch_of_the_run(toy: Recipe, tmp_path: Path) -
     assert done.n_failed == 2
     assert {r.error for r in done.records.values()} == {
         f"RuntimeError: no weights here: run `pinbench fetch {toy.name} -c Toy-Nano --limit 2`"}
+
+
+NOTE = "note: checkpoint 'Toy-Nan' is not one of toy's (Toy-Nano) (did you mean 'Toy-Nano'?)"
+
+
+@pytest.mark.parametrize("failure, said", [
+    (None, True),                                                  # the run goes past its preparation: said once
+    (ValueError("videos: directory not found"), True),             # a refusal about something else: said with it
+    (ValueError("--checkpoint 'Toy-Nan' is not an arm (did you mean 'Toy-Nano'?)"), False),   # the one line
+])
+def test_a_held_note_is_said_once_after_the_preparation(toy: Recipe, tmp_path: Path, capsys, failure: Exception | None,
+                                                        said: bool) -> None:
+    """Without the doctor, the CLI's typo note on the checkpoint waits for the recipe's preparation (``Run(note=)``):
+    a recipe that refuses the name itself says it once, in its own words (the note and the refusal were two lines)."""
+    cfg = toy.config("Toy-Nan", out_dir=tmp_path / "run", env={})
+
+    def procedure(run: Run):
+        with run.step("prepare"):
+            print("prepared", file=sys.stderr)
+        if failure is not None:
+            raise failure
+        for step in ("score", "score", "aggregate"):
+            with run.step(step):
+                print(step, file=sys.stderr)
+
+    with claim_run_dir(cfg, env={}):
+        run = Run(toy, cfg, report=write_run_report, note=NOTE)
+        if failure is None:
+            run.execute(procedure)
+        else:
+            with pytest.raises(ValueError):
+                run.execute(procedure)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines.count(NOTE) == int(said)
+    if failure is None:
+        assert lines == ["prepared", NOTE, "score", "score", "aggregate"]

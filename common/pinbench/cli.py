@@ -211,18 +211,19 @@ def describe_usage(recipe: Recipe) -> list[str]:
     return lines
 
 
-def _checkpoint_note(recipe: Recipe, checkpoint: str) -> None:
-    """A name close to one of the recipe's checkpoints but not one of them is most likely a typo: say so (any
-    name is allowed, it scores your own model), before anything is downloaded. Said after the doctor: a name it
-    refuses (paibench-c's own generator knows only its checkpoints) is said once, by the doctor."""
+def _checkpoint_note(recipe: Recipe, checkpoint: str) -> str | None:
+    """A name close to one of the recipe's checkpoints but not one of them is most likely a typo: the note that says
+    so (any name is allowed, it scores your own model), or None. Said after the doctor, before anything is
+    downloaded: a name the doctor refuses (paibench-c's own generator knows only its checkpoints) is said once, by
+    it. Without the doctor the run holds the note until its preparation is done (``Run``), where a recipe's own
+    refusal of the name is that one line."""
     from pinbench.core.options import did_you_mean
 
     if checkpoint in recipe.checkpoints:
-        return
+        return None
     hint = did_you_mean(checkpoint, recipe.checkpoints)
-    if hint:
-        typer.echo(f"note: checkpoint {checkpoint!r} is not one of {recipe.name}'s ({', '.join(recipe.checkpoints)})"
-                   f"{hint}; a new name is taken as your own model", err=True)
+    return (f"note: checkpoint {checkpoint!r} is not one of {recipe.name}'s ({', '.join(recipe.checkpoints)}){hint}; "
+            "a new name is taken as your own model") if hint else None
 
 
 @app.command("list")
@@ -412,8 +413,10 @@ def run(
                           lambda line: typer.echo(line, err=True), verbose=False)
             if code:
                 raise typer.Exit(code)
-        if not cfg.fixture:
-            _checkpoint_note(recipe, cfg.checkpoint)
+        note = None if cfg.fixture else _checkpoint_note(recipe, cfg.checkpoint)
+        if note and not (skip_doctor and cfg.runtime == "local"):
+            typer.echo(note, err=True)
+            note = None
         if cfg.runtime == "docker":
             from pinbench.ops.docker_runtime import run_in_docker
 
@@ -425,7 +428,7 @@ def run(
         from pinbench.ops.launch import run_recipe
 
         with _failing(RecipeError):
-            _outcome(run_recipe(cfg))
+            _outcome(run_recipe(cfg, note=note))
 
 
 def _check_sample_cache(cfg: RunConfig) -> None:

@@ -168,7 +168,7 @@ class Run:
     """One run: its recipe, configuration and timings, and the steps every recipe shares (module docstring)."""
 
     def __init__(self, recipe: Recipe, cfg: RunConfig, *, report: Reporter | None = None,
-                 generation: Generation | None = None) -> None:
+                 generation: Generation | None = None, note: str | None = None) -> None:
         self.recipe, self.cfg = recipe, cfg
         self.timings: dict[str, float] = {}
         self.generation: Generated | None = None   # what generated the rollouts (set by the generation step)
@@ -176,6 +176,10 @@ class Run:
         self.never_generated: dict[str, str] = {}   # sample -> why it counts missing (set by the generation step)
         self._report, self._generation = report, generation
         self._inputs: dict[str, str] | None = None   # the input paths' fingerprints when ``execute`` began
+        # a note on the run's options (a likely typo of a checkpoint when the doctor was skipped): said once the
+        # recipe's preparation is done (a step past "prepare", or the finish), or with a failure that does not name
+        # the checkpoint; a recipe's refusal that names it is the one line
+        self._note = note
 
     @property
     def out_dir(self) -> Path:
@@ -225,11 +229,18 @@ class Run:
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
         """Time a block as part of step ``name`` (the scorecard's ``timings``; repeated blocks add up)."""
+        if name != "prepare":
+            self._say_note()
         start = time.perf_counter()
         try:
             yield
         finally:
             self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+    def _say_note(self) -> None:
+        if self._note:
+            print(self._note, file=sys.stderr, flush=True)
+            self._note = None
 
     def fixture(self, build: Callable[[Path], T]) -> T | None:
         """With ``--fixture``, the recipe's small data, built by ``build`` into the run directory (the builder
@@ -424,6 +435,10 @@ class Run:
         self._inputs = rerun.fingerprints(rerun.input_paths(self.recipe, self.cfg)) if rerun.applies(self.cfg) else None
         try:
             return entry(self)
+        except Exception as error:
+            if self.cfg.checkpoint not in str(error):
+                self._say_note()
+            raise
         except RunStops as stop:
             summary = stop.summary or RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
             failed = summary.failed_ids
@@ -450,6 +465,7 @@ class Run:
         samples. ``figures``: PNGs for the report. Both may be functions, called only when the scorecard is
         computed. ``extra`` is what the scorecard says beyond its numbers, ``provenance`` where the inputs came
         from (beside ``pins`` and ``seeds``)."""
+        self._say_note()
         recipe, cfg = self.recipe, self.cfg
         described = [spec.with_info(recipe.metric_info(spec.name)) for spec in metrics]
         stores, moved = seal(self.out_dir, {record.raw_digest(): record for record in records})

@@ -23,9 +23,10 @@ from pinbench.ops.generation import DEFAULT_TIMEOUT_S, Generating, GeneratorSpec
 from pinbench.ops.network import fetching_as
 
 
-def run_recipe(cfg: RunConfig) -> RunOutcome:
+def run_recipe(cfg: RunConfig, *, note: str | None = None) -> RunOutcome:
     """Run the procedure of ``cfg.recipe`` in ``cfg.out_dir`` once the directory is claimed for this run
-    (``pinbench.core.rundir``: one recipe, checkpoint and mode per directory; one live process per shard)."""
+    (``pinbench.core.rundir``: one recipe, checkpoint and mode per directory; one live process per shard); ``note``
+    said once its preparation is done (``Run``)."""
     recipe = get_recipe(cfg.recipe)
     timeout = cfg.generation_timeout_s if cfg.generation_timeout_s is not None else DEFAULT_TIMEOUT_S
     spec = None if cfg.generator is None else GeneratorSpec(cfg.generator, cfg.generator_options, timeout)
@@ -34,7 +35,7 @@ def run_recipe(cfg: RunConfig) -> RunOutcome:
     # the recipe's code imported when it runs: a rerun may answer without it; its ways on name this run's fetch
     with claim_run_dir(cfg) as claim, fetching_as(recipe, cfg):
         try:
-            return Run(recipe, cfg, report=write_run_report, generation=generation).execute(
+            return Run(recipe, cfg, report=write_run_report, generation=generation, note=note).execute(
                 lambda run: recipe.load(recipe.entry)(run))
         except (RequestError, Refused):   # refused before anything ran: nothing of it stays
             discard_refused(claim)
