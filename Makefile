@@ -58,18 +58,13 @@ test: $(STAMP) ## run the test suite (CPU, offline), one worker per core (TEST_W
 
 # Each PyAV older than the venv's that a recipe lock pins (camerabench's 14.2.0, MIND's 16.1.0 kept from upstream):
 # pinbench imported PyAV 17's av.index, so it failed to import in those images, and no test ran there.
-# A lock's av line is read as pip reads a name (any case, extras, blanks): AV[x] == 14.2.0 was skipped unsaid. One
-# naming av that pins no plain version (av>=14, av===14.2.0, av==14.2.0rc1) stops the target, naming its lock.
+# tools/old_av.py reads each lock's lines as pip does (packaging's Requirement: any case, extras, blanks, markers):
+# AV[x] == 14.2.0 was once skipped unsaid. A line naming av that pins no plain version (av>=14, av===14.2.0,
+# av==14.2.0rc1) stops the target, naming its lock.
 test-old-av: $(STAMP) ## tests/test_video.py under each older PyAV a recipe's requirements.lock pins (needs PyPI)
 	@set -e; now=$$($(BIN)/python -c 'import av; print(av.__version__)'); \
-	named='^[[:space:]]*[Aa][Vv][[:space:]]*([[;=<>!~@\]|$$)'; \
-	pinned='^[[:space:]]*[Aa][Vv][[:space:]]*(\[[^]]*\])?[[:space:]]*==[[:space:]]*([0-9]+(\.[0-9]+)*)[[:space:]]*(;.*|\\)?$$'; \
-	for lock in recipes/*/requirements.lock; do \
-	  if line=$$(grep -E "$$named" "$$lock" | grep -Ev -m1 "$$pinned"); then \
-	    echo "make test-old-av: $$lock: '$$line' names av but pins no plain av==X.Y.Z version" >&2; exit 1; \
-	  fi; \
-	done; \
-	for v in $$(sed -En "s/$$pinned/\2/p" recipes/*/requirements.lock | sort -uV); do \
+	versions=$$($(BIN)/python tools/old_av.py recipes/*/requirements.lock); \
+	for v in $$versions; do \
 	  [ "$$(printf '%s\n' "$$v" "$$now" | sort -V | head -1)" = "$$v" ] && [ "$$v" != "$$now" ] || continue; \
 	  rm -rf .old-av/$$v; $(TOOLS)/bin/python -m pip install --quiet --no-deps --only-binary=:all: \
 	    --python-version $$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])') --target .old-av/$$v av==$$v; \
