@@ -1081,6 +1081,11 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
      "Authorization: Basic ***Proxy-Authorization: Bearer ***"),
     # secrets63: a dotted value after a token's name is code only in lower case (a credential's has upper case)
     ("token=Secret.Value x token=abc.DEF.ghi", "token=*** x token=***"),
+    # secrets68: a secret's name glued to a credential whose value is not hidden (a number) is the credential's tail
+    # ('Token' was shown); one before a value that is hidden is a name as before (secrets59)
+    ("Authorization: Bearer abc123def456XyzToken: 401", "Authorization: Bearer ***: 401"),
+    ("Authorization: Bearer abc123def456xpassword: 401 Authorization: Bearer abcdefXyzToken: s3cr3tvalue1",
+     "Authorization: Bearer ***: 401 Authorization: Bearer ***Token: ***"),
     # secrets68: in JSON text a dotted code name is kept after a token's name only; an hf_ or sk- value stays hidden
     ('{"api_key": "tokenizer.eos_token", "hf_token": "hf_AbC123def456ghi789", "api_key": "sk-abc123DEF456ghi789jkl0"}',
      '{"api_key": "***", "hf_token": "***", "api_key": "***"}'),
@@ -1127,8 +1132,10 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
                           "\"token='<\" + 'a' * 100000, \"token='\" + \"<a>'\" * 25000, 'HFToken=' * 12500, "
                           "'1Secret=' * 12500, 'Authorization: Bearer ' + 'A-' * 50000 + ':', "
                           "'token=' + 'a.' * 50000 + 'a', 'Authorization: Bearer ' + 'a=' * 50000 + ':', "
-                          "'Authorization: Bearer ' + 'secret_' * 15000 + 'key:']") == [
-        0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+                          "'Authorization: Bearer ' + 'secret_' * 15000 + 'key:', "
+                          "'Authorization: Bearer abcXyzToken: 401 ' * 2600, "
+                          "'Authorization: Bearer abcXyzToken:' + ' ' * 100000 + 'abc123']") == [
+        0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2600, 1]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:
