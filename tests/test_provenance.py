@@ -377,6 +377,18 @@ def test_scrub_recurses_and_blanks_secret_fields(monkeypatch: pytest.MonkeyPatch
     }
 
 
+def test_redact_of_an_object_s_json_text_keeps_and_hides_what_scrub_of_the_object_does() -> None:
+    """A token-named field's dotted code name ("pad_token": "tokenizer.eos_token") stays in the object (``scrub``) and
+    was hidden in its JSON text as a log prints it (``redact``); an hf_ or sk- value, or a code name after a key's
+    name, is hidden by both. Expected values written out."""
+    shown = {"pad_token": "tokenizer.eos_token", "token": "cfg.token"}
+    hidden = {"hf_token": "hf_AbC123def456ghi789", "api_key": "sk-abc123DEF456ghi789jkl0",
+              "secret_key": "tokenizer.eos_token"}
+    assert scrub(shown) == shown and redact(json.dumps(shown)) == json.dumps(shown)
+    assert scrub(hidden) == dict.fromkeys(hidden, "***")
+    assert redact(json.dumps(hidden)) == '{"hf_token": "***", "api_key": "***", "secret_key": "***"}'
+
+
 def test_a_view_scrubber_redacts_what_scrub_does_where_json_escapes_hide_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scrubber's JSON fast path must fall back wherever the text could hide a secret: a token after a newline
     (escaped, its lookbehind sees 'n'), a secret holding a quote (escaped in the JSON text), a secret-named key
@@ -1069,6 +1081,14 @@ NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free tex
      "Authorization: Basic ***Proxy-Authorization: Bearer ***"),
     # secrets63: a dotted value after a token's name is code only in lower case (a credential's has upper case)
     ("token=Secret.Value x token=abc.DEF.ghi", "token=*** x token=***"),
+    # secrets68: a secret's name glued to a credential whose value is not hidden (a number) is the credential's tail
+    # ('Token' was shown); one before a value that is hidden is a name as before (secrets59)
+    ("Authorization: Bearer abc123def456XyzToken: 401", "Authorization: Bearer ***: 401"),
+    ("Authorization: Bearer abc123def456xpassword: 401 Authorization: Bearer abcdefXyzToken: s3cr3tvalue1",
+     "Authorization: Bearer ***: 401 Authorization: Bearer ***Token: ***"),
+    # secrets68: in JSON text a dotted code name is kept after a token's name only; an hf_ or sk- value stays hidden
+    ('{"api_key": "tokenizer.eos_token", "hf_token": "hf_AbC123def456ghi789", "api_key": "sk-abc123DEF456ghi789jkl0"}',
+     '{"api_key": "***", "hf_token": "***", "api_key": "***"}'),
 ]
 NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TOKEN: >-", "needs_token: true, x: 1",
                    "max_token=131072 token_budget=abcdefgh tokens: abcdefgh mytoken=abcdefgh",
@@ -1086,7 +1106,10 @@ NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TO
                    # secrets58: a tokenizer's attribute after a token's name is code (hidden as 'tokenizer.pad_token
                    # = ***')
                    "tokenizer.pad_token = tokenizer.eos_token token = self.tokenizer",
-                   "f(pad_token=tok.eos_token, eos_token=tok.eos_token)", "self.token = cfg.token"]
+                   "f(pad_token=tok.eos_token, eos_token=tok.eos_token)", "self.token = cfg.token",
+                   # secrets68: a token-named JSON field's dotted code name, as scrub keeps the object's field
+                   '{"pad_token": "tokenizer.eos_token", "token": "cfg.token"}',
+                   '{\\"pad_token\\": \\"tokenizer.eos_token\\"}']
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)
@@ -1109,8 +1132,10 @@ def test_hostile_lines_of_secret_names_are_redacted_in_linear_time() -> None:
                           "\"token='<\" + 'a' * 100000, \"token='\" + \"<a>'\" * 25000, 'HFToken=' * 12500, "
                           "'1Secret=' * 12500, 'Authorization: Bearer ' + 'A-' * 50000 + ':', "
                           "'token=' + 'a.' * 50000 + 'a', 'Authorization: Bearer ' + 'a=' * 50000 + ':', "
-                          "'Authorization: Bearer ' + 'secret_' * 15000 + 'key:']") == [
-        0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+                          "'Authorization: Bearer ' + 'secret_' * 15000 + 'key:', "
+                          "'Authorization: Bearer abcXyzToken: 401 ' * 2600, "
+                          "'Authorization: Bearer abcXyzToken:' + ' ' * 100000 + 'abc123']") == [
+        0, 0, 0, 6700, 0, 1, 0, 0, 1, 1, 0, 1, 7700, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2600, 1]
 
 
 def test_a_secret_s_name_before_prose_a_number_or_a_short_word_keeps_it() -> None:

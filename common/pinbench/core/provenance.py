@@ -180,9 +180,11 @@ _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
 # An unquoted dotted name of lower-case letters and '_' after a token's name is code, no value: a tokenizer's attribute
 # (tokenizer.pad_token = tokenizer.eos_token hid 'tokenizer.eos_token'), as a token-named JSON field's whole value is
-# (``_code_name``). Only after "token" (NLP code's word for a tokenizer's unit; a generated credential holds digits or
-# upper case: token=Secret.Value and a JWT's shape abc.DEF.ghi were shown; hf_/ghp_ shapes are hidden by their own
-# patterns): after a password's or a key's name a dotted word may be a passphrase (correct.horse.battery.staple).
+# (``_code_name``), in the object or in its JSON text ("pad_token": "tokenizer.eos_token" was hidden in a log, kept by
+# ``scrub``; secrets68); quoted otherwise it is a value (token = "tokenizer.eos_token"). Only after "token" (NLP
+# code's word for a tokenizer's unit; a generated credential holds digits or upper case: token=Secret.Value and a
+# JWT's shape abc.DEF.ghi were shown; hf_/ghp_ shapes are hidden by their own patterns): after a password's or a
+# key's name a dotted word may be a passphrase (correct.horse.battery.staple).
 _DOTTED_NAME = re.compile(r"[a-z_]+(?:\.[a-z_]+)+[,;)]*")   # a call's keyword argument: its "," or ")" too
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
@@ -406,7 +408,9 @@ def _hide_authorization(text: str) -> str:
     credential ends before a header's name glued to it (``_GLUED_HEADER``: log lines run together without a line
     break): 'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'. Or
     before a secret's name ending it in any case (``_GLUED_SECRET``), which ``_hide_named_values`` then reads: 'Bearer
-    abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V (secrets59); a name=V glued on is in the credential."""
+    abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V (secrets59); a name=V glued on is in the credential.
+    Such a name before no value ``_hide_named_values`` hides is the credential's tail (``_glued_value_hidden``):
+    'Bearer abc123def456XyzToken: 401' showed 'Token' (secrets68)."""
     parts, done = [], 0
     for at in sorted([*_occurrences(text, "uthorization"), *_occurrences(text, "UTHORIZATION")]):
         match = _AUTHORIZATION.match(text, at - 1) if at > done else None
@@ -418,11 +422,28 @@ def _hide_authorization(text: str) -> str:
                 name = glued.group() if glued else ""
                 if not _ends_secret(name) and not name.lower().endswith("authorization"):
                     glued = _GLUED_SECRET.search(text, start, end)
+                if (glued and not glued.group().lower().endswith("authorization")
+                        and not _glued_value_hidden(text, glued.start(), end)):
+                    glued = None
                 end = glued.start() if glued and glued.start() > match.end(1) else end   # a name alone: the credential
             parts += [text[done:match.end(1)], REDACTED]
             done = end
     return "".join([*parts, text[done:]])
 
+
+def _glued_value_hidden(text: str, at: int, end: int) -> bool:
+    """Whether a secret's name glued to a credential at ``at`` (to ``end``, before its ':') is followed by a value
+    that ``_hide_named_values`` hides once the credential before it is. Read in a window of its line
+    (``_VALUE_WINDOW``), so that 2,500 such headers on a 97 kB line took 16 ms by hand; a value the window
+    cuts counts as hidden: the name is shown, its value hidden."""
+    stop = text.find("\n", end, end + _VALUE_WINDOW)
+    probe = REDACTED + text[at:stop if stop >= 0 else end + _VALUE_WINDOW]
+    word = _GLUED_SECRET.search(probe, 0, len(REDACTED) + end - at)
+    match = _NAMED_VALUE.match(probe, word.start()) if word else None
+    return match is not None and _named_value_hidden(probe, match) != match.group()
+
+
+_VALUE_WINDOW = 256   # characters after a glued name that decide whether its value is hidden
 
 # A header's name (Title-Case words of letters joined by '-': X-Api-Key; or this header's own in any case) ending a
 # credential that a ':' follows: no credential holds a ':', so its run of b64token characters took the next header's
@@ -442,26 +463,35 @@ def _hide_named_values(text: str, lowered: str) -> str:
     """``text`` with each ``_NAMED_VALUE``'s value hidden, but a number's, or one that does not end where a value
     must (its quote; after ':' its line, string or field). ``lowered`` is ``text.lower()``, which the caller has
     (lowering a 1 MB log twice cost ~5 ms)."""
-    def hidden(match: re.Match[str]) -> str:
-        quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
-        if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
-            value, end = value[:-1], end - 1
-        ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
-                else "=" in match.group(1) or _MIXED.match(value)))
-        if not ends or _number(value) or not quote and _code_name(text[match.start():match.start(1)], value):
-            return match.group(0)
-        return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
-        return _NAMED_VALUE.sub(hidden, text)
+        return _NAMED_VALUE.sub(lambda match: _named_value_hidden(text, match), text)
     starts = sorted({at - back for needle in _SECRET_FIELD_NEEDLES for at in _occurrences(lowered, needle)
                      for back in (_KEY_BACKS if needle == "key" else (0,)) if at >= back})
     parts, done = [], 0
     for start in starts:
         match = _NAMED_VALUE.match(text, start) if start >= done else None
         if match:
-            parts += [text[done:start], hidden(match)]
+            parts += [text[done:start], _named_value_hidden(text, match)]
             done = match.end()
     return "".join([*parts, text[done:]])
+
+
+def _named_value_hidden(text: str, match: re.Match[str]) -> str:
+    """``match`` (a ``_NAMED_VALUE`` of ``text``) with its value hidden, or as it is. A dotted code name after a token's
+    name (``_code_name``) stays unquoted or as a JSON field's quoted value ("pad_token": "tokenizer.eos_token"), as
+    ``scrub`` keeps that field of the object."""
+    quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
+    if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
+        value, end = value[:-1], end - 1
+    ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
+            else "=" in match.group(1) or _MIXED.match(value)))
+    code = not quote or bool(match.group(2) and _JSON_KEY_END.match(match.group(1)))
+    if not ends or _number(value) or code and _code_name(text[match.start():match.start(1)], value):
+        return match.group(0)
+    return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
+
+
+_JSON_KEY_END = re.compile(r'\\?"[ \t]*:')   # a JSON field's name ends: its quote (escaped in JSON text), then ':'
 
 
 def _code_name(word: str, value: str) -> bool:
