@@ -609,6 +609,9 @@ def test_a_run_directory_that_keeps_results_of_other_inputs_is_refused_before_an
     (first / "b.mp4").write_bytes(b"new")   # the same folder, other content
     result = runner.invoke(cli.app, [*args, "-o", f"videos={first}"])
     assert result.exit_code == 2 and f"then, {first} now (its content changed)" in result.output, result.output
+    # the way on only moves it: `pinbench run --move-aside` (said before) ran the whole recipe on the submitting node
+    assert f"move this one aside first (mv {out} {out}.aside-" in result.output, result.output
+    assert "), then submit again\n" in result.output and "pinbench run" not in result.output, result.output
 
 
 @pytest.mark.parametrize("inside", ["out", "sample cache"])

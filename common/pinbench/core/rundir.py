@@ -31,6 +31,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -194,8 +195,10 @@ def check_owner(out_dir: Path, wanted: Mapping[str, Any], paths: Mapping[str, Pa
     if found is not None and _holds_results(out_dir):
         differs = input_changes(found.get("inputs"), wanted["inputs"], out_dir, paths)
         if differs:
+            # by hand: `pinbench run --move-aside` moves it, then runs the whole recipe here, unsharded
             raise RunDirError(f"{_other_inputs(out_dir, differs)}: pass another --out, or move this one aside first "
-                              f"(pinbench run --move-aside moves it to {aside_path(out_dir).name}; nothing is deleted)")
+                              f"(mv {shlex.quote(str(out_dir))} {shlex.quote(str(aside_path(out_dir)))}; nothing is "
+                              "deleted), then submit again")
     return found
 
 
