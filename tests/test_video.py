@@ -721,6 +721,48 @@ def test_a_fragment_cut_inside_its_mdat_is_truncated_for_every_reader(synthetic_
     assert re.fullmatch(r"truncated: container declares [0-9]+ audio samples, holds [0-9]+", err.value.reason)
 
 
+class _CountingContainer:
+    """TEST DOUBLE of a PyAV input container: the real one (every attribute its own), its demux passes counted."""
+
+    def __init__(self, container: av.container.InputContainer, demuxed: list[int]) -> None:
+        self._container, self._demuxed = container, demuxed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._container, name)
+
+    def __enter__(self) -> _CountingContainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._container.__exit__(*exc)
+
+    def demux(self, *args: Any, **kwargs: Any) -> Any:
+        self._demuxed.append(1)
+        return self._container.demux(*args, **kwargs)
+
+
+@pytest.mark.usefixtures("mp4_index")
+def test_a_fragmented_mp4_with_audio_is_demuxed_once_for_its_fragment_check(synthetic_frames, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fragmented MP4's probe keeps two containers: the one the frames are counted in (its packets demuxed, the edit
+    list applied: which samples are shown and discarded) and one with the edit list ignored, whose every audio and
+    video sample the fragment check judges, all tracks at once. It opened that second container once per track and,
+    with an older PyAV (no index), demuxed it once per track: 3 demux passes of a file with video and audio."""
+    path = tmp_path / "both.mp4"
+    _fragmented_mp4(path, synthetic_frames(12), audio=True)
+    opened: list[int] = []
+    demuxed: list[int] = []
+    real_open = av.open
+
+    def counting_open(*args: Any, **kwargs: Any) -> _CountingContainer:
+        opened.append(1)
+        return _CountingContainer(real_open(*args, **kwargs), demuxed)
+
+    monkeypatch.setattr(av, "open", counting_open)
+    assert video_info(path).n_frames == 12
+    assert (len(opened), len(demuxed)) == (2, 1 if video._INDEXED else 2)
+
+
 def test_a_fragmented_mp4_cut_where_a_fragment_starts_is_a_whole_shorter_video(synthetic_frames,
                                                                                 tmp_path: Path) -> None:
     """Nothing FFmpeg writes says more fragments were meant: no 'mehd', an 'mvhd' of the first fragment's duration,

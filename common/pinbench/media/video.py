@@ -252,21 +252,22 @@ class _Sample(NamedTuple):
     is_discard: bool
 
 
-def _index(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> Sequence[_Sample]:
-    """The stream's index as FFmpeg read it from ``moov`` (PyAV 17's ``index_entries``, no sample read); with an
-    older PyAV (MIND's image keeps upstream's 16.1, CameraBench's 14.2: ``av.index`` made pinbench fail to import
-    there), its packets demuxed, each sample's bytes read but none decoded: a sample cut by the file's end is a
-    packet flagged corrupt (its bytes are what is left), left out as the index counts it outside every mdat."""
+def _index(container: av.container.InputContainer, *streams: av.stream.Stream) -> list[Sequence[_Sample]]:
+    """Each of ``streams``' index as FFmpeg read it from ``moov`` (PyAV 17's ``index_entries``, no sample read); with
+    an older PyAV (MIND's image keeps upstream's 16.1, CameraBench's 14.2: ``av.index`` made pinbench fail to import
+    there), their packets demuxed in one pass, each sample's bytes read but none decoded: a sample cut by the file's
+    end is a packet flagged corrupt (its bytes are what is left), left out as the index counts it outside every
+    mdat."""
     if _INDEXED:
-        return stream.index_entries
-    samples = []
+        return [stream.index_entries for stream in streams]
+    samples: dict[int, list[_Sample]] = {stream.index: [] for stream in streams}
     try:
-        for packet in container.demux(stream):
+        for packet in container.demux(*streams):
             if packet.size and not packet.is_corrupt:
-                samples.append(_Sample(packet.pos, packet.size, packet.is_discard))
+                samples[packet.stream.index].append(_Sample(packet.pos, packet.size, packet.is_discard))
     except av.error.FFmpegError:   # a cut file: the samples read before it
         pass
-    return samples
+    return [samples[stream.index] for stream in streams]
 
 
 def _samples_held(entries: Sequence[_Sample], media: list[tuple[int, int]]) -> int:
@@ -357,19 +358,22 @@ def _fragment_samples(fd: int, fragments: list[tuple[int, int]], track_id: int) 
 
 def _check_fragments(path: Path, fd: int, container: av.container.InputContainer, bmff: _Bmff) -> None:
     """VideoError unless every sample a fragmented file declares (``moov``'s and each ``trun``'s) lies whole inside
-    an ``mdat``, for every audio and video track, as for an unfragmented file.
+    an ``mdat``, for every audio and video track, as for an unfragmented file. Every track is read from one container
+    with the edit list ignored, in one pass where there is no index (it was opened, and demuxed, once per track): the
+    probe's own container, whose packets count the frames, cannot serve, as its edit list leaves samples out (27 of
+    a 30-sample file listed, one flagged discard, where all 30 are with it ignored).
 
     Why: a fragment's ``mdat`` cut and its size patched (or one of size 0 cut short) fits the file box by box, and a
     sample or two lost is within the duration check's margin; the fragments' audio lost with the video whole was read
     as a whole video. A file cut exactly where a fragment starts is a complete shorter file: FFmpeg writes no total
     (no ``mehd``; ``mvhd`` holds the first fragment's duration), so such a cut cannot be told.
     """
-    for stream in container.streams:
-        if stream.type not in ("video", "audio") or _is_cover(stream):
-            continue
+    tracks = [s for s in container.streams if s.type in ("video", "audio") and not _is_cover(s)]
+    with open_video(path, fd, {"ignore_editlist": "1"}) as again:   # every sample, an edit list's too: one container
+        holds = [_samples_held(entries, bmff.media)   # (PyAV 17's index is read while its container is open)
+                 for entries in _index(again, *(again.streams[stream.index] for stream in tracks))]
+    for stream, held in zip(tracks, holds, strict=True):
         declared = (stream.frames or 0) + _fragment_samples(fd, bmff.fragments, stream.id)
-        with open_video(path, fd, {"ignore_editlist": "1"}) as again:   # every sample, an edit list's too
-            held = _samples_held(_index(again, again.streams[stream.index]), bmff.media)
         if held < declared:
             what = counted(declared, "frame") if stream.type == "video" else f"{declared} {stream.type} samples"
             raise VideoError(path, f"truncated: container declares {what}, holds {held}")
@@ -495,11 +499,11 @@ def _probe(path: Path, fd: int) -> _Probe:
         declared = stream.frames if stream.frames and stream.frames > 0 else None
         declared_s = _declared_seconds(container, stream)
         if bmff is not None and not bmff.fragments and declared is not None:
-            entries = _index(container, stream)
+            entries, = _index(container, stream)
             shown = len(entries)
             if shown < declared:   # FFmpeg's index leaves out the samples past an edit list's end: judge by them all
                 with open_video(path, fd, {"ignore_editlist": "1"}) as whole:
-                    held = _samples_held(_index(whole, video_stream(path, whole)), bmff.media)
+                    held = _samples_held(_index(whole, video_stream(path, whole))[0], bmff.media)
             else:
                 held = _samples_held(entries, bmff.media)
             if held < declared:
