@@ -859,6 +859,12 @@ def test_a_bare_repository_whose_config_holds_a_credential_is_refused(client: Fa
 @pytest.mark.parametrize(("held", "text"), [
     (".git/FETCH_HEAD", f"{'0' * 40}\t\tbranch 'main' of https://user:{GIT_TOKEN}@github.com/o/r\n"),
     (".git/logs/HEAD", f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    (".git/logs/refs/heads/main",
+     f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    (".git/logs/refs/remotes/origin/main",
+     f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tfetch from https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    (".git/packed-refs", f"# pack-refs with: peeled fully-peeled sorted\n{'0' * 40} refs/remotes/https://user:"
+                         f"{GIT_TOKEN}@github.com/o/r\n"),
     *((held, f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n') for held in (
         "creds/remote.inc", ".git/header.inc", "creds/deeper.inc", ".git/modules/sub/config", ".git/config.worktree"))])
 def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential_is_refused(

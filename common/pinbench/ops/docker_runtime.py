@@ -332,11 +332,16 @@ def _walk(top: str | Path, refuse: Callable[[str], NoReturn], source: Path,
 def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                counted: Callable[[int], None]) -> list[str]:
     """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree, each
-    submodule's store's config (modules/NAME/config), FETCH_HEAD, the reflog logs/HEAD (a clone's 'from URL'), and
-    the files [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``: one
-    outside it is not mounted, so it hands the container nothing. The names walked in modules/ are ``counted``
+    submodule's store's config (modules/NAME/config), FETCH_HEAD, packed-refs, every reflog under logs/ (HEAD's and
+    each ref's: a clone's 'from URL', a fetch's), and the files [include]/[includeIf] sections name, an included
+    file's own includes too, that lie in ``source``: one outside it is not mounted, so it hands the container
+    nothing. The names walked in logs/ and modules/ are ``counted``
     (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``: the rest went unread."""
-    found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "logs/HEAD")]
+    found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "packed-refs")]
+    logs = []
+    for top, folders, files in _walk(os.path.join(git_dir, "logs"), refuse, source):   # a branch may be named config
+        counted(len(folders) + len(files))
+        logs += [os.path.join(top, name) for name in sorted(files)]
     for top, folders, files in _walk(os.path.join(git_dir, "modules"), refuse, source):
         folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         counted(len(folders) + len(files))
@@ -358,7 +363,7 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                                "included files read to check them for a credential")
                     found.append(included)
                     configs.append(included)
-    return found
+    return found + logs
 
 
 def _public_folder(top: str, name: str, files: list[str]) -> bool:
@@ -375,10 +380,10 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
     remote URL's token: .git is not walked, and none is a secret's name; ``_git_files``), or a secret file's template
     holding one. Source code, an installed package's files (``_installed``) and a folder named .env (a virtualenv's
     name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
-    past ``MOUNT_CHECK_LIMIT`` entries (its git stores' modules/ counted too) or ``_WALK_DEPTH_MOST`` levels, which
-    were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the mount hands it
-    whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s: a line break or
-    undecodable bytes in one made the line two, or one no terminal prints."""
+    past ``MOUNT_CHECK_LIMIT`` entries (its git stores' logs/ and modules/ counted too) or ``_WALK_DEPTH_MOST``
+    levels, which were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the
+    mount hands it whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s:
+    a line break or undecodable bytes in one made the line two, or one no terminal prints."""
     def unreadable(exc: OSError) -> NoReturn:
         refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
                f"names for a secret's: {exc.strerror}")
