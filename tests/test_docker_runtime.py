@@ -5,6 +5,8 @@ What each stage's container gets: image, command, network, token, mounts, user, 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -727,18 +729,34 @@ def test_a_generator_folder_holding_a_virtualenv_or_code_about_secrets_is_mounte
         _record(folder / packages / "lib/python3.11/site-packages", package)
     metadata = folder / "venv/lib/python3.11/site-packages/SecretStorage-3.3.3.dist-info"   # keyring's: its Title
     metadata.mkdir()                                                                         # Case read as a secret's
-    (metadata / "RECORD").write_text("secretstorage/__init__.py,,\nSecretStorage-3.3.3.dist-info/RECORD,,\n")
+    (metadata / "METADATA").write_text("Name: SecretStorage\n")
+    listed = _record_line(metadata.parent, f"{metadata.name}/METADATA")   # pip lists METADATA with its hash
+    (metadata / "RECORD").write_text(f"secretstorage/__init__.py,,\n{listed}{metadata.name}/RECORD,,\n")
     (folder / "dist/SecretStorage-3.3.3.egg-info").mkdir(parents=True)    # Debian's metadata folder, no RECORD
     assert _mount_mode(tmp_path, client, folder) == "ro"
 
 
 def _record(packages: Path, package: str) -> None:
-    """An installed ``package`` in ``packages``: its dist-info's RECORD lists each file under its folder."""
+    """An installed ``package`` in ``packages``: its dist-info's RECORD lists each file under its folder with its
+    hash, as pip writes it."""
     info = packages / f"{package}-1.0.dist-info"
     info.mkdir(parents=True)
     files = [path.relative_to(packages).as_posix() for path in (packages / package).rglob("*") if path.is_file()]
-    (info / "RECORD").write_text("".join(f"{name},sha256=x,1\n" for name in files)
+    (info / "RECORD").write_text("".join(_record_line(packages, name) for name in files)
                                  + f"{info.name}/RECORD,,\n../../../bin/{package},sha256=x,1\n")
+
+
+def _record_line(packages: Path, name: str) -> str:
+    """pip's RECORD line of file ``name`` in ``packages``: path, sha256=<urlsafe base64, unpadded>, size."""
+    data = (packages / name).read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}\n"
+
+
+def _conda_paths(folder: Path, *names: str) -> dict[str, Any]:
+    """conda's list of a package's files in ``folder`` (info/paths.json; a conda-meta record's paths_data)."""
+    return {"paths": [{"_path": name, "path_type": "hardlink", "sha256": hashlib.sha256(
+        (folder / name).read_bytes()).hexdigest()} for name in names], "paths_version": 1}
 
 
 @pytest.mark.parametrize("packages", ["vendor", "usr/lib/python3/dist-packages",
@@ -759,7 +777,7 @@ def test_an_installed_package_s_files_are_passed_and_a_user_s_beside_them_refuse
     (conda / "ssl").mkdir(parents=True)
     (conda / "info").mkdir()
     (conda / "ssl" / "cacert.pem").write_text("x")
-    (conda / "info" / "files").write_text("ssl/cacert.pem\n")
+    (conda / "info" / "paths.json").write_text(json.dumps(_conda_paths(conda, "ssl/cacert.pem")))
     assert _mount_mode(tmp_path, client, folder) == "ro"
     (folder / packages / "hf_token").write_text("x")
     assert _mount_refusal(client, tmp_path, "code", folder).startswith(
@@ -767,18 +785,82 @@ def test_an_installed_package_s_files_are_passed_and_a_user_s_beside_them_refuse
         "secret)")
 
 
-@pytest.mark.parametrize(("listing", "line"), [("x-1.0.dist-info/RECORD", ".env,sha256=x,1"),
-                                              ("x-1.0.dist-info/RECORD", "x/../.env,,"), ("info/files", ".env")])
+WRONG_HASH = "sha256=" + "A" * 43   # a well-formed digest that is not the file's
+
+
+@pytest.mark.parametrize(("listing", "line", "held"), [
+    ("x-1.0.dist-info/RECORD", f".env,{WRONG_HASH},1", ".env"), ("x-1.0.dist-info/RECORD", "x/../.env,,", ".env"),
+    ("x-1.0.dist-info/RECORD", f"src/app.py,{WRONG_HASH},1\nsrc/hf_token,,", "src/hf_token"),
+    ("x-1.0.dist-info/RECORD", "src/hf_token,sha256=x,1", "src/hf_token"),
+    ("x-1.0.dist-info/RECORD", f"src/hf_token,{WRONG_HASH},1", "src/hf_token"),
+    ("info/files", "src/hf_token", "src/hf_token"),
+    ("info/paths.json", json.dumps({"paths": [{"_path": "src/hf_token", "sha256": "0" * 64}]}), "src/hf_token"),
+    ("conda-meta/x-1.0-0.json", json.dumps({"files": ["src/hf_token"], "paths_data": {"paths": [
+        {"_path": "src/hf_token", "sha256": "0" * 64}]}}), "src/hf_token")])
 def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
-        client: FakeDockerClient, tmp_path: Path, listing: str, line: str) -> None:
+        client: FakeDockerClient, tmp_path: Path, listing: str, line: str, held: str) -> None:
     """A listing is the folder's own text: a RECORD or a conda info/files beside a .env that lists it hid the .env
-    from the walk, and it was mounted (review64). A name it lists is still checked by its own name."""
+    from the walk, and it was mounted (review64), and a hand-made one listing src/... hid all of src/ (mounts68).
+    A listed file is a package's only while its content hashes to the list's: with no hash, a malformed one or
+    another file's, it is checked by its name."""
     folder = tmp_path / "project"
     (folder / listing).parent.mkdir(parents=True)
     (folder / listing).write_text(line + "\n")
-    (folder / ".env").write_text("HF_TOKEN=x\n")
+    (folder / held).parent.mkdir(parents=True, exist_ok=True)
+    (folder / held).write_text("HF_TOKEN=x\n")
     assert _mount_refusal(client, tmp_path, "code", folder).startswith(
-        f"-g code: {folder} is not mounted into the generator's container (it holds .env, named for a secret)")
+        f"-g code: {folder} is not mounted into the generator's container (it holds {held}, named for a secret)")
+
+
+@pytest.mark.parametrize("added", ["docker/.env", "docker/hf_token", "docker/credentials/hf_token"])
+def test_a_secret_file_added_to_an_installed_package_s_folder_is_refused(
+        client: FakeDockerClient, tmp_path: Path, added: str) -> None:
+    """A package's folder was skipped whole: a .env or a token written into site-packages/docker/ after install,
+    which its RECORD does not list, was mounted (mounts68). Each file it does not list is checked by its name."""
+    folder = tmp_path / "project"
+    packages = folder / "venv/lib/python3.11/site-packages"
+    (packages / "docker" / "credentials").mkdir(parents=True)
+    (packages / "docker" / "credentials" / "store.py").write_text("x")
+    _record(packages, "docker")
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+    (packages / added).write_text("HF_TOKEN=x\n")
+    assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds "
+        f"venv/lib/python3.11/site-packages/{added}, named for a secret)")
+
+
+def test_a_conda_environment_s_package_files_are_passed_and_a_user_s_refused(client: FakeDockerClient,
+                                                                           tmp_path: Path) -> None:
+    """A conda environment's root was not read: its conda-meta/*.json records list the files each package put
+    there, and the environment was refused for ssl/cacert.pem (mounts68). A file a record lists with its hash is a
+    package's; one it does not list, or whose content changed since, is checked by its name."""
+    env = tmp_path / "env"
+    (env / "ssl").mkdir(parents=True)
+    (env / "conda-meta").mkdir()
+    (env / "ssl" / "cacert.pem").write_text("certificates\n")
+    (env / "conda-meta" / "history").write_text("==> 2024-01-01 <==\n")
+    record = {"name": "ca-certificates", "files": ["ssl/cacert.pem"], "paths_data": _conda_paths(env, "ssl/cacert.pem")}
+    (env / "conda-meta" / "ca-certificates-2024.2.2-hbcca054_0.json").write_text(json.dumps(record))
+    assert _mount_mode(tmp_path, client, env) == "ro"
+    (env / "ssl" / "cacert.pem").write_text("certificates, and one of the user's own\n")
+    assert _mount_refusal(client, tmp_path, "code", env).startswith(
+        f"-g code: {env} is not mounted into the generator's container (it holds ssl/cacert.pem, named for a secret)")
+
+
+@pytest.mark.parametrize(("text", "limit"), [("{", 100), ("[]", 100), ('{"paths_data": ' + " " * 200, 100),
+                                           ("[" * 100_000, 16 << 20)])
+def test_a_conda_record_that_is_not_json_or_too_long_is_refused_in_one_line(
+        client: FakeDockerClient, tmp_path: Path, text: str, limit: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conda-meta record past the bytes read, or not a JSON object, is refused naming it: its files went unread.
+    One nested 100,000 deep stopped the check with a RecursionError, naming nothing."""
+    monkeypatch.setattr(docker_runtime, "_CHECK_READ_LIMIT", limit)
+    env = tmp_path / "env"
+    (env / "conda-meta").mkdir(parents=True)
+    (env / "conda-meta" / "x-1.0-0.json").write_text(text)
+    assert _mount_refusal(client, tmp_path, "code", env) == (
+        f"-g code: {env} is not mounted into the generator's container (it holds conda-meta/x-1.0-0.json, not conda's "
+        f"list of a package's files (a JSON object of at most {limit:,} bytes) to check them by); name the files it "
+        "needs, or put them in --generator-image")
 
 
 def _mount_mode(tmp_path: Path, client: FakeDockerClient, folder: Path) -> str:
@@ -859,6 +941,12 @@ def test_a_bare_repository_whose_config_holds_a_credential_is_refused(client: Fa
 @pytest.mark.parametrize(("held", "text"), [
     (".git/FETCH_HEAD", f"{'0' * 40}\t\tbranch 'main' of https://user:{GIT_TOKEN}@github.com/o/r\n"),
     (".git/logs/HEAD", f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    (".git/logs/refs/heads/main",
+     f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    (".git/logs/refs/remotes/origin/main",
+     f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tfetch from https://user:{GIT_TOKEN}@github.com/o/r\n"),
+    (".git/packed-refs", f"# pack-refs with: peeled fully-peeled sorted\n{'0' * 40} refs/remotes/https://user:"
+                         f"{GIT_TOKEN}@github.com/o/r\n"),
     *((held, f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n') for held in (
         "creds/remote.inc", ".git/header.inc", "creds/deeper.inc", ".git/modules/sub/config", ".git/config.worktree"))])
 def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential_is_refused(

@@ -13,6 +13,8 @@ image's own non-root user, with the run and cache directories handed to that use
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shlex
@@ -24,7 +26,7 @@ from typing import Any, NoReturn
 
 from pinbench.core.config import RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
-from pinbench.core.files import FileError, cache_root, open_regular, shown_name
+from pinbench.core.files import FileError, cache_root, open_regular, regular_sha256, shown_name
 from pinbench.core.options import OptionSpec
 from pinbench.core.provenance import (
     CODE_SUFFIXES,
@@ -265,7 +267,7 @@ def _secret_folder(source: Path) -> Path | None:
 
 
 # the most bytes of a file read to check its text for a credential (a git config, FETCH_HEAD, a reflog's start, a
-# secret file's template, a dist-info RECORD: torch's is 2 MB): a huge file planted there costs no more
+# secret file's template, a dist-info RECORD: torch's is 2 MB, a conda record): a huge file planted there costs no more
 _CHECK_READ_LIMIT = 16 << 20
 
 
@@ -290,21 +292,55 @@ def _secret_template(name: str, path: str | Path) -> bool:
     return suffix.lower() in TEMPLATE_SUFFIXES and is_secret_file(stem) and holds_secret(_head(path))
 
 
-def _installed(top: str, folders: list[str]) -> set[str]:
-    """The names in ``top`` an installed package's list of its files there holds (their first parts): a
-    ``*.dist-info/RECORD`` (pip's site-packages, Debian's dist-packages, a ``pip install --target vendor``) or a conda
-    package's ``info/files`` (its pkgs/ cache); their names are their index's (certifi/cacert.pem, the docker
-    package's credentials/). A name none lists is a user's, walked. A listing is the folder's own text,
-    so a name it lists is still checked by its own name (a RECORD or info/files listing .env, or a/../.env, mounted
-    the .env beside it)."""
-    names = set()
-    lists = [os.path.join(top, name, "RECORD") for name in folders if name.endswith(".dist-info")]
-    for listed in lists + ([os.path.join(top, "info", "files")] if "info" in folders else []):
-        for line in _head(listed).splitlines():   # RECORD is CSV, its path first; '../../bin/pip' lies outside top
-            path = os.path.normpath(line.split(",", 1)[0])
-            if not path.startswith(".."):
-                names.add(path.split(os.sep)[0])
-    return names
+def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[[str], NoReturn]) -> dict[str, str]:
+    """The files in ``top`` an installer's list of a package's files there names, each with the SHA-256 (hex) the
+    list gives its content: a ``*.dist-info/RECORD`` (pip's ``path,sha256=<urlsafe base64>,size``: site-packages,
+    Debian's dist-packages, ``pip install --target vendor``), a conda environment's ``conda-meta/*.json`` or a conda
+    package's ``info/paths.json`` (its pkgs/ cache), both ``{"paths": [{"_path", "sha256"}]}``, the first under
+    ``paths_data``, with ``sha256_in_prefix`` for a file conda rewrote. A listed file is a package's only while its
+    content hashes to that (``_packaged``): a hand-made list naming a user's src/.env, a line with no hash (pip's
+    own RECORD line) or a file added to a package's folder after install is judged as any user file is. A listed
+    path outside ``top`` (RECORD's ../../bin/pip) is not taken. A conda list that is not JSON, or past
+    ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged."""
+    listed = {}
+    for name in sorted(name for name in folders if name.endswith(".dist-info")):
+        for line in _head(os.path.join(top, name, "RECORD")).splitlines():
+            path, _, rest = line.partition(",")
+            algorithm, _, digest = rest.partition(",")[0].partition("=")
+            try:
+                digest = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+            except ValueError:   # binascii.Error: a digest pip never writes, trusted for nothing
+                continue
+            if algorithm == "sha256" and len(digest) == 64:
+                listed[path] = digest
+    try:
+        conda = sorted(os.listdir(os.path.join(top, "conda-meta"))) if "conda-meta" in folders else []
+    except OSError:   # the walk refuses it, naming it, when it gets there
+        conda = []
+    lists = [os.path.join(top, "conda-meta", name) for name in conda if name.endswith(".json")]
+    for path in lists + ([os.path.join(top, "info", "paths.json")] if "info" in folders else []):
+        text = _head(path)
+        if not text:   # no info/paths.json (an older package): its files judged by their names
+            continue
+        try:
+            record = json.loads(text) if len(text) < _CHECK_READ_LIMIT else None
+            paths = record.get("paths_data", record).get("paths", [])
+        except (ValueError, AttributeError, RecursionError):   # [[[... 100,000 deep: RecursionError, not a line
+            refuse(f"it holds {shown_name(os.path.relpath(path, source))}, not conda's list of a package's files "
+                   f"(a JSON object of at most {_CHECK_READ_LIMIT:,} bytes) to check them by")
+        for entry in paths if isinstance(paths, list) else []:
+            if isinstance(entry, dict):   # each other entry trusted for nothing
+                listed[entry.get("_path")] = entry.get("sha256_in_prefix") or entry.get("sha256")
+    return {os.path.join(top, os.path.normpath(path)): digest for path, digest in listed.items()
+            if isinstance(path, str) and isinstance(digest, str) and not os.path.normpath(path).startswith("..")}
+
+
+def _packaged(path: str, listed: Mapping[str, str], folder: bool = False) -> bool:
+    """Whether ``path`` is an installed package's: a file its list names (``_package_files``) whose content hashes
+    to the list's, or a ``folder`` holding one (the docker package's credentials/)."""
+    if folder:
+        return any(name.startswith(path + os.sep) and _packaged(name, listed) for name in listed)
+    return path in listed and regular_sha256(Path(path)) == listed[path]
 
 
 # a config line's section header, the rest of the line its first variable's ([include]path=x is git's too), and an
@@ -332,11 +368,16 @@ def _walk(top: str | Path, refuse: Callable[[str], NoReturn], source: Path,
 def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                counted: Callable[[int], None]) -> list[str]:
     """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree, each
-    submodule's store's config (modules/NAME/config), FETCH_HEAD, the reflog logs/HEAD (a clone's 'from URL'), and
-    the files [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``: one
-    outside it is not mounted, so it hands the container nothing. The names walked in modules/ are ``counted``
+    submodule's store's config (modules/NAME/config), FETCH_HEAD, packed-refs, every reflog under logs/ (HEAD's and
+    each ref's: a clone's 'from URL', a fetch's), and the files [include]/[includeIf] sections name, an included
+    file's own includes too, that lie in ``source``: one outside it is not mounted, so it hands the container
+    nothing. The names walked in logs/ and modules/ are ``counted``
     (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``: the rest went unread."""
-    found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "logs/HEAD")]
+    found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "packed-refs")]
+    logs = []
+    for top, folders, files in _walk(os.path.join(git_dir, "logs"), refuse, source):   # a branch may be named config
+        counted(len(folders) + len(files))
+        logs += [os.path.join(top, name) for name in sorted(files)]
     for top, folders, files in _walk(os.path.join(git_dir, "modules"), refuse, source):
         folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         counted(len(folders) + len(files))
@@ -358,7 +399,7 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                                "included files read to check them for a credential")
                     found.append(included)
                     configs.append(included)
-    return found
+    return found + logs
 
 
 def _public_folder(top: str, name: str, files: list[str]) -> bool:
@@ -373,17 +414,18 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
     secret, as a path under it, and how many more its folder holds (project/sub/.env was mounted: only direct
     children were checked), a git store's config, FETCH_HEAD, reflog or included config holding a credential (a
     remote URL's token: .git is not walked, and none is a secret's name; ``_git_files``), or a secret file's template
-    holding one. Source code, an installed package's files (``_installed``) and a folder named .env (a virtualenv's
-    name; a dotenv file is never a folder) are not: a project's venv holds google-auth's credentials.py. RecipeError
-    past ``MOUNT_CHECK_LIMIT`` entries (its git stores' modules/ counted too) or ``_WALK_DEPTH_MOST`` levels, which
-    were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the mount hands it
-    whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s: a line break or
-    undecodable bytes in one made the line two, or one no terminal prints."""
+    holding one. Source code, an installed package's files (``_package_files``, ``_packaged``) and a folder named
+    .env (a virtualenv's name; a dotenv file is never a folder) are not: a project's venv holds google-auth's
+    credentials.py. RecipeError past ``MOUNT_CHECK_LIMIT`` entries (a package's listed files not counted, its git
+    stores' logs/ and modules/ counted too) or ``_WALK_DEPTH_MOST`` levels, which were not all checked, or for a
+    subfolder the walk may not enter: its names went unchecked, and the mount hands it whole (``refuse``: the mount's
+    refusal, one wording with the others). Names are ``shown_name``'s: a line break or undecodable bytes in one made
+    the line two, or one no terminal prints."""
     def unreadable(exc: OSError) -> NoReturn:
         refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
                f"names for a secret's: {exc.strerror}")
 
-    seen = 0
+    seen, listed = 0, {}   # listed: the package files its folders' lists name, with their hashes
 
     def counted(names: int) -> None:   # the folder's own walk's and its git stores' modules/ walks' names together
         nonlocal seen
@@ -401,18 +443,19 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
         held = (path for git in gits for path in _git_files(git, source, refuse, counted))
         if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
-        installed = _installed(top, folders)   # their walk skipped, each still checked by its own name
-        folders[:] = [name for name in folders if not _public_folder(top, name, files)
-                      and (name not in installed or is_secret_file(name))]
-        counted(len(folders) + len(files))
-        found = sorted([name for name in folders if name != ".env" and is_secret_file(name)] + [
-            name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)])
+        listed.update(_package_files(top, folders, source, refuse))
+        folders[:] = [name for name in folders if not _public_folder(top, name, files)]
+        counted(len(folders) + sum(os.path.join(top, name) not in listed for name in files))
+        found = sorted([name for name in folders if name != ".env" and is_secret_file(name)
+                        and not _packaged(os.path.join(top, name), listed, folder=True)] + [
+            name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)
+            and not _packaged(os.path.join(top, name), listed)])
         if found:
             more = f", and {len(found) - 1} more beside it" if len(found) > 1 else ""
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, found[0]), source))}, named for a " \
                    f"secret{more}"
-        if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))),
-                             None)) is not None:
+        if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))
+                              and not _packaged(os.path.join(top, name), listed)), None)) is not None:
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, template), source))}, a secret file's " \
                    "template holding what could be a secret"
     return None
