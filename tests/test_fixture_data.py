@@ -6,6 +6,7 @@ their own tests check what the data holds, these check the once, the stamp and t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -21,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from pinbench.core.fixture_data import build_once
+
+PART_SHA256 = hashlib.sha256(b"data").hexdigest()   # _writer's one file
 
 
 def _writer(calls: list[Path], text: str = "data", metadata: dict | None = None,
@@ -139,7 +142,7 @@ def test_a_stamp_that_is_not_a_json_object_of_this_version_rebuilds(tmp_path: Pa
     thread.join(timeout=20)   # a read that blocks (the FIFO) fails here, never hangs the suite
     assert built == [{}] and len(calls) == 1
     assert _listing(root) == ["fixture.json", "sub"]
-    assert json.loads((root / "fixture.json").read_text()) == {"version": 1}
+    assert json.loads((root / "fixture.json").read_text()) == {"version": 1, "files": {"sub/part.txt": PART_SHA256}}
 
 
 def test_the_metadata_round_trips_through_the_stamp(tmp_path: Path) -> None:
@@ -148,10 +151,57 @@ def test_the_metadata_round_trips_through_the_stamp(tmp_path: Path) -> None:
     first = build_once(root, "v3", _writer(calls, metadata=metadata), stamp="manifest.json")
     again = build_once(root, "v3", _writer(calls), stamp="manifest.json")
     assert first == again == {"lpips_sha256": "0" * 64, "seed": 2026, "shape": [3, 4]} and len(calls) == 1
-    assert json.loads((root / "manifest.json").read_text()) == {"version": "v3", **first}
-    with pytest.raises(ValueError, match="may not hold 'version'"):
-        build_once(tmp_path / "other", 1, _writer(calls, metadata={"version": 2}))
-    assert not (tmp_path / "other").exists()
+    assert json.loads((root / "manifest.json").read_text()) == {"version": "v3", "files": {"sub/part.txt": PART_SHA256},
+                                                                **first}
+    for key in ("version", "files"):
+        with pytest.raises(ValueError, match=f"may not hold '{key}'"):
+            build_once(tmp_path / "other", 1, _writer(calls, metadata={key: 2}))
+        assert not (tmp_path / "other").exists()
+
+
+def _swap_in_a_link(root: Path) -> None:
+    (root / "sub" / "part.txt").rename(root / "elsewhere.txt")
+    (root / "sub" / "part.txt").symlink_to(root / "elsewhere.txt")
+    (root / "elsewhere.txt").rename(root.parent / "elsewhere.txt")   # the link's target, bytes equal, outside it
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda root: (root / "sub" / "part.txt").write_text("other"), "sub/part.txt has other bytes"),
+    (lambda root: (root / "sub" / "part.txt").unlink(), "sub/part.txt is missing"),
+    (lambda root: (root / "sub" / "extra.mp4").write_text("x"), "sub/extra.mp4 is not in it"),
+    (_swap_in_a_link, "sub/part.txt has other bytes"),   # a link is not followed, even to equal bytes
+    (lambda root: (root / "fixture.json").write_text('{"version": 1, "seed": 7}'), "it names no 'files'"),
+])
+def test_a_folder_whose_files_are_not_those_stamped_is_written_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[Path], None], said: str) -> None:
+    """The fixture reference holds for the generated data: a file replaced by hand (another video) was scored as if
+    it were the fixture's, and the run passed. Every file's SHA-256 is in the stamp; one that differs, a file added
+    or removed, is one line and a rebuild, never a reuse."""
+    root, calls = tmp_path / "fixture_data", []
+    build_once(root, 1, _writer(calls, metadata={"seed": 7}))
+    edit(root)
+    capsys.readouterr()
+    assert build_once(root, 1, _writer(calls, metadata={"seed": 7})) == {"seed": 7} and len(calls) == 2
+    assert capsys.readouterr().err == (f"fixture: {root} is not the data its stamp fixture.json names ({said}): "
+                                       f"writing it again\n")
+    assert _listing(root) == ["fixture.json", "sub"] and (root / "sub" / "part.txt").read_text() == "data"
+    assert not (root / "sub" / "part.txt").is_symlink()
+    build_once(root, 1, _writer(calls))
+    assert len(calls) == 2 and capsys.readouterr().err == ""   # the rebuilt folder is reused, silently
+
+
+def test_several_differences_are_one_line_naming_the_first_and_counting_the_rest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "fixture_data"
+    build_once(root, 1, _writer([]))
+    (root / "sub" / "part.txt").unlink()
+    (root / "a.txt").write_text("a")
+    (root / "b.txt").write_text("b")
+    capsys.readouterr()
+    build_once(root, 1, _writer([]))
+    assert capsys.readouterr().err.splitlines() == [
+        f"fixture: {root} is not the data its stamp fixture.json names (sub/part.txt is missing, and 2 more): "
+        f"writing it again"]
 
 
 @pytest.fixture

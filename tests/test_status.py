@@ -789,3 +789,40 @@ def test_more_failed_samples_than_listed_are_counted_by_reason(tmp_path: Path) -
     assert block[1:3] == ["  by reason: 20 x ValueError: invalid rollout: <file>: not a regular file",
                           "  by reason: 5 x ValueError: decoder crashed"]
     assert block[3].startswith("  s00 (shard 0/1): ") and block[23] == "  ... and 5 more"
+
+
+@pytest.mark.parametrize(("failed", "finish", "code"), [
+    ({"t03": "ValueError: decode"}, "FAILED", 2),    # every job ended, the scorecard partial: a gate must not pass
+    ({"t03": "ValueError: decode"}, "RUNNING", 0),   # the finish job still runs: a progress view
+    ({}, "COMPLETED", 0),                            # ended, complete
+])
+def test_plain_status_exits_2_once_nothing_is_live_and_the_scorecard_is_not_complete(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        failed: dict, finish: str, code: int) -> None:
+    """Plain ``status`` exited 0 for a run whose jobs had all ended with a partial scorecard (a failed finish job),
+    where ``--wait``, ``check`` and ``diff`` exit 2: a CI script gating on it passed the partial run."""
+    from toy_runs import write_toy_run
+
+    from pinbench import cli
+    from pinbench.core.scorecard import MetricSpec
+    from pinbench.ops import status as status_module
+
+    out = write_toy_run(tmp_path, "run", [MetricSpec("f1", "mean", direction="higher")], failed=failed)
+    append_submission(out, Submission(
+        submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1", checkpoint="c", mode="fixture",
+        shards=1, container="none", jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"},
+                                          {"phase": "finish", "sharded": False, "job_id": "8", "script": "y"}],
+        command="pinbench submit toy --shards 1"))
+    ended = finish != "RUNNING"
+    asked = ({"7": [slurm.JobState("7", 0, "COMPLETED", exit_code="0:0")],
+              "8": [slurm.JobState("8", None, finish, exit_code=("2:0" if finish == "FAILED" else "0:0") if ended
+                                   else "")]}, "")
+    monkeypatch.setattr(status_module, "_slurm_states", lambda _submission: asked)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["status", str(out)])
+    assert exit_info.value.code == code, capsys.readouterr()
+    assert status_module.exit_code(run_status(out, asked=asked)) == code
+    if failed:   # --no-slurm: no job is known live, and the scorecard is partial
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["status", str(out), "--no-slurm"])
+        assert exit_info.value.code == 2

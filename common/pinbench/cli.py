@@ -710,15 +710,20 @@ def status(
     = None,
     no_slurm: Annotated[bool, typer.Option("--no-slurm", help="do not ask Slurm for job states")] = False,
 ) -> None:
-    """Done / failed / pending samples per shard, the failures' reasons, and each job's Slurm state."""
-    from pinbench.ops.status import render, run_status
+    """Done / failed / pending samples per shard, the failures' reasons, and each job's Slurm state.
+
+    Exit 0 while a job or the run writing the scorecard is live, and for a complete scorecard; 2 once nothing of
+    the run is live and its scorecard is partial or missing (--no-slurm: no job is known live)."""
+    from pinbench.ops.status import exit_code, render, run_status
     from pinbench.ops.status import wait as wait_for
 
     if wait:
         final, code = wait_for(run_dir, poll_s=poll, timeout_s=timeout)
         _echo(render(final))
         raise typer.Exit(code)
-    _echo(render(run_status(run_dir, ask_slurm=not no_slurm)))
+    found = run_status(run_dir, ask_slurm=not no_slurm)
+    _echo(render(found))
+    raise typer.Exit(exit_code(found))
 
 
 @app.command()

@@ -6,7 +6,9 @@ writer killed half way must not leave a folder that a later run takes for comple
 data it scored before (the sample store keys inputs by their bytes, ``pinbench.core.inputs``). So: one lock
 beside the folder, a stamp inside it that names the data's version, and the data written into a private
 folder beside it, stamped last and renamed into place. The rename is the commit: a process that does not take
-the lock sees the old folder, none, or the finished one, never a half-written one.
+the lock sees the old folder, none, or the finished one, never a half-written one. The stamp also names every
+file's SHA-256, checked at each reuse: the fixture's reference values hold for the generated data only, so a file
+changed, added or removed by hand means the data is written again (said in one line), never scored as it is.
 """
 
 from __future__ import annotations
@@ -16,15 +18,17 @@ import os
 import re
 import secrets
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import exclusive, read_json_object, write_atomic
+from pinbench.core.files import exclusive, read_json_object, regular_sha256, write_atomic
 from pinbench.core.notices import notice
 
 FIXTURE_DIR = "fixture_data"   # where a --fixture run keeps its data, in its run directory
 STAMP = "fixture.json"
+FILES = "files"   # the stamp's key for {relative path: SHA-256} of every other file in the folder
 
 
 def build_once(root: Path | str, version: int | str, write: Callable[[Path], Mapping[str, Any] | None], *,
@@ -33,9 +37,10 @@ def build_once(root: Path | str, version: int | str, write: Callable[[Path], Map
 
     ``write(folder)`` writes every file into ``folder`` (a private folder beside ``root``, renamed to ``root``
     afterwards: it must write no absolute path) and returns metadata to keep (JSON: weight SHA-256s, seeds).
-    The stamp ``root/<stamp>`` holds ``{"version": version, **metadata}``; the metadata is returned, read back
-    from the stamp, so a fresh build and a reuse return equal values. A stamp that is missing, not JSON, not an
-    object or of another version means the folder is rebuilt and replaces ``root`` (an older version included).
+    The stamp ``root/<stamp>`` holds ``{"version": version, "files": {path: sha256}, **metadata}``; the metadata
+    is returned, read back from the stamp, so a fresh build and a reuse return equal values. A stamp that is
+    missing, not JSON, not an object or of another version, or a folder whose files are not those the stamp
+    names (one changed, added, removed, or not a regular file), means the folder is rebuilt and replaces ``root``.
     The lock is ``.<name>.lock`` beside ``root``; leftovers of a writer killed under it are removed.
     """
     root = Path(root)
@@ -43,22 +48,29 @@ def build_once(root: Path | str, version: int | str, write: Callable[[Path], Map
     with exclusive(root.parent / f".{root.name}.lock"):
         found = _stamped(root / stamp, version)
         if found is not None:
-            return found
+            differs = _differs(root, stamp, found.pop(FILES, None))
+            if not differs:
+                return found
+            print(f"fixture: {root} is not the data its stamp {stamp} names ({differs}): writing it again",
+                  file=sys.stderr, flush=True)
         _remove_leftovers(root)  # only a holder of this lock makes them: these are a dead writer's
         folder = _private(root, "tmp")
         folder.mkdir()  # mode as any folder the process makes (mkdtemp's would be 0700)
         try:
             with notice(f"fixture: writing its data to {root}"):   # seconds of encoding, silent in a log before
                 metadata = dict(write(folder) or {})
-            if "version" in metadata:
-                raise ValueError(f"{root}: the fixture metadata may not hold 'version' (the stamp's own key)")
-            write_atomic(folder / stamp, json.dumps({"version": version, **metadata}, indent=1) + "\n")
+            for key in ("version", FILES):
+                if key in metadata:
+                    raise ValueError(f"{root}: the fixture metadata may not hold {key!r} (the stamp's own key)")
+            files = _digests(folder, stamp)
+            write_atomic(folder / stamp, json.dumps({"version": version, FILES: files, **metadata}, indent=1) + "\n")
             _replace(folder, root)
         finally:
             _remove(folder)  # absent once renamed; a failed write leaves nothing
         found = _stamped(root / stamp, version)
         if found is None:
             raise RuntimeError(f"{root}: the stamp {stamp} is not there after the data was put in place")
+        found.pop(FILES, None)
         return found
 
 
@@ -68,6 +80,32 @@ def _stamped(path: Path, version: int | str) -> dict[str, Any] | None:
     if saved is None or saved.get("version") != version:
         return None
     return {key: value for key, value in saved.items() if key != "version"}
+
+
+def _digests(folder: Path, stamp: str) -> dict[str, str]:
+    """{path relative to ``folder``: SHA-256} of everything in it but the stamp and the folders; an entry that is
+    not a regular file (a link, a FIFO) gets a value no digest equals, so a check of it fails and never follows it."""
+    found = {}
+    for top, dirs, names in os.walk(folder):   # links to folders are listed in dirs, never walked into
+        for name in [*names, *(d for d in dirs if os.path.islink(os.path.join(top, d)))]:
+            path = Path(top, name)
+            rel = path.relative_to(folder).as_posix()
+            if rel != stamp:
+                found[rel] = regular_sha256(path) or "not a regular file"
+    return dict(sorted(found.items()))
+
+
+def _differs(root: Path, stamp: str, expected: Any) -> str:
+    """What makes ``root``'s files other than the stamp's ``files`` names ('' when they agree), for one line."""
+    if not isinstance(expected, dict):
+        return f"it names no {FILES!r}"
+    found = _digests(root, stamp)
+    problems = [f"{rel} is missing" for rel in expected if rel not in found]
+    problems += [f"{rel} is not in it" for rel in found if rel not in expected]
+    problems += [f"{rel} has other bytes" for rel in found if rel in expected and found[rel] != expected[rel]]
+    if not problems:
+        return ""
+    return problems[0] + (f", and {len(problems) - 1} more" if len(problems) > 1 else "")
 
 
 def _private(root: Path, kind: str) -> Path:

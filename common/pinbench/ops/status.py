@@ -513,6 +513,19 @@ def _final_code(status: RunStatus) -> int:
     code = last[0].exit_status if last else None
     if code is not None:
         return code
+    return 0 if _complete(status) else 2
+
+
+def _complete(status: RunStatus) -> bool:
+    """A complete scorecard, written (or kept, its mtime renewed) after the last submission when there is one."""
     written = status.scorecard
-    fresh = isinstance(written, WrittenScorecard) and written.mtime >= _epoch(status.submission.submitted)
-    return 0 if fresh and written.card.status == "complete" else 2
+    fresh = isinstance(written, WrittenScorecard) and (
+        status.submission is None or written.mtime >= _epoch(status.submission.submitted))
+    return fresh and written.card.status == "complete"
+
+
+def exit_code(status: RunStatus) -> int:
+    """Plain ``pinbench status``'s exit code: 0 while a job or the writer of the run is live (a progress view) and
+    for a complete scorecard; else 2, the code ``--wait`` gives a run that ended without one, so that a CI script
+    gating on it never passes a partial run. Jobs Slurm was not asked of (``--no-slurm``) are not known live."""
+    return 0 if status.live or status.writer is not None or _complete(status) else 2

@@ -9,6 +9,15 @@ from pathlib import Path
 import pytest
 
 
+def replace_annotations(data: Path, text: str) -> None:
+    """Put ``text`` in a copy of the fixture data as its annotations, and in its manifest the file's SHA-256: a file
+    the manifest does not name is data changed by hand, and the run would write the fixture's own again."""
+    (data / "annotations.json").write_text(text)
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["files"]["annotations.json"] = hashlib.sha256(text.encode()).hexdigest()
+    (data / "manifest.json").write_text(json.dumps(manifest))
+
+
 def t2v_row(**changes) -> dict:
     row = {"scene_id": "scene-a", "source_index": 7, "target_description": "a red kite",
            "prompts": ["a kite appears", "the kite flies away", "empty sky", "the kite returns"],

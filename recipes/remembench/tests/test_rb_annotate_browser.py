@@ -18,7 +18,7 @@ from headless_chromium import CHROMEDRIVER, chromium, driven
 
 from pinbench_recipes.remembench.annotation_store import sidecar_path
 from pinbench_recipes.remembench.prepare import read_annotation_file
-from pinbench_recipes.remembench.tests.conftest import fixture_config
+from pinbench_recipes.remembench.tests.conftest import fixture_config, replace_annotations
 from pinbench_recipes.remembench.tests.serving import (
     annotation_page,
     fixture_copy,
@@ -267,7 +267,7 @@ def test_the_fixture_annotated_through_the_page_scores_as_its_own_annotations(
     # Score the page's file: the fixture run reads its annotations from fixture_data/annotations.json.
     run_dir = tmp_path / "run"
     shutil.copytree(built_fixture.root, run_dir / "fixture_data")
-    shutil.copyfile(out, run_dir / "fixture_data" / "annotations.json")
+    replace_annotations(run_dir / "fixture_data", out.read_text())
     outcome = run_recipe(fixture_config(run_dir))
     assert outcome.exit_code == 0, outcome.message  # and so within the fixture reference
     rows = [json.loads(line) for line in (run_dir / "scenes.jsonl").read_text().splitlines()]

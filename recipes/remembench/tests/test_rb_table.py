@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from pinbench import cli
 from pinbench.ops.launch import run_recipe
 from pinbench_recipes.remembench.prepare import read_annotation_file
-from pinbench_recipes.remembench.tests.conftest import fixture_config
+from pinbench_recipes.remembench.tests.conftest import fixture_config, replace_annotations
 
 runner = CliRunner()
 METRICS = [f"{group}/{m}" for group in ("t2v", "i2v/rotation_180", "i2v/translation_180")
@@ -28,7 +28,7 @@ def two_runs(fixture_run, built_fixture, tmp_path_factory) -> tuple[Path, Path]:
     other = tmp_path_factory.mktemp("fixture-other-revisits")
     shutil.copytree(built_fixture.root, other / "fixture_data")
     pairs = read_annotation_file(built_fixture.annotations)
-    (other / "fixture_data" / "annotations.json").write_text(json.dumps(
+    replace_annotations(other / "fixture_data", json.dumps(
         {s: {"departure_frame": d, "revisit_frame": r - 120} for s, (d, r) in pairs.items()}))
     # other pairs, other T2V scores: the fixture reference fails
     assert run_recipe(fixture_config(other)).exit_code == 1
