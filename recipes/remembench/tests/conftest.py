@@ -9,13 +9,20 @@ from pathlib import Path
 import pytest
 
 
-def replace_annotations(data: Path, text: str) -> None:
-    """Put ``text`` in a copy of the fixture data as its annotations, and in its manifest the file's SHA-256: a file
-    the manifest does not name is data changed by hand, and the run would write the fixture's own again."""
-    (data / "annotations.json").write_text(text)
+def restamp(data: Path) -> None:
+    """Name every file of a copy of the fixture data, as a test changed it on purpose, with its SHA-256 in the copy's
+    stamp (manifest.json): a file the stamp does not name as it is, is data changed by hand, which a run or the
+    annotation page writes again (``pinbench.core.fixture_data``)."""
     manifest = json.loads((data / "manifest.json").read_text())
-    manifest["files"]["annotations.json"] = hashlib.sha256(text.encode()).hexdigest()
+    manifest["files"] = {path.relative_to(data).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+                         for path in sorted(data.rglob("*")) if path.is_file() and path != data / "manifest.json"}
     (data / "manifest.json").write_text(json.dumps(manifest))
+
+
+def replace_annotations(data: Path, text: str) -> None:
+    """Put ``text`` in a copy of the fixture data as its annotations (``restamp``)."""
+    (data / "annotations.json").write_text(text)
+    restamp(data)
 
 
 def t2v_row(**changes) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from pinbench_recipes.remembench.fixture import build_fixture
-from pinbench_recipes.remembench.tests.conftest import write_checksums
+from pinbench_recipes.remembench.tests.conftest import restamp, write_checksums
 
 START_TIMEOUT = 90
 
@@ -87,7 +87,8 @@ def fixture_copy(fixture_root: Path, dest: Path) -> Path:
 
 
 def rewrite_release(root: Path, *, t2v_rows: list[dict] | None = None, pairs: list[dict] | None = None) -> None:
-    """Replace the fixture release's T2V rows and/or add published pairs, then its checksums."""
+    """Replace the fixture release's T2V rows and/or add published pairs, then its checksums and the fixture's stamp
+    (``restamp``)."""
     release = root / "RememBench"
     if t2v_rows is not None:
         (release / "data/t2v/test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in t2v_rows))
@@ -95,6 +96,7 @@ def rewrite_release(root: Path, *, t2v_rows: list[dict] | None = None, pairs: li
         (release / "evaluation").mkdir(exist_ok=True)
         (release / "evaluation/t2v_reference_pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
     write_checksums(release)
+    restamp(root)
 
 
 def t2v_rows(root: Path) -> list[dict]:

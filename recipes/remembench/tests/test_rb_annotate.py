@@ -29,6 +29,7 @@ from pinbench_recipes.remembench.annotation_store import AnnotationError, Annota
 from pinbench_recipes.remembench.fixture import T2V
 from pinbench_recipes.remembench.prepare import read_annotation_file
 from pinbench_recipes.remembench.release import open_release
+from pinbench_recipes.remembench.tests.conftest import restamp
 from pinbench_recipes.remembench.tests.serving import (
     annotation_page,
     fixture_copy,
@@ -529,6 +530,7 @@ def test_a_bad_body_is_one_400_nothing_is_written_and_the_page_keeps_serving(bui
 def test_the_command_lists_scenes_without_video_and_says_what_it_saved(built_fixture, tmp_path: Path) -> None:
     root = fixture_copy(built_fixture.root, tmp_path / "fx")
     (root / "rollouts/t2v-002.mp4").unlink()
+    restamp(root)
     with annotation_page(root, tmp_path / "pairs.json") as page:
         _post(page, "api/scenes/t2v-000/marks", {"mark": "departure", "frame": 3})
         _post(page, "api/scenes/t2v-000/marks", {"mark": "revisit", "frame": 9})

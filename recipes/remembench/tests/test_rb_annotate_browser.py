@@ -18,7 +18,7 @@ from headless_chromium import CHROMEDRIVER, chromium, driven
 
 from pinbench_recipes.remembench.annotation_store import sidecar_path
 from pinbench_recipes.remembench.prepare import read_annotation_file
-from pinbench_recipes.remembench.tests.conftest import fixture_config, replace_annotations
+from pinbench_recipes.remembench.tests.conftest import fixture_config, replace_annotations, restamp
 from pinbench_recipes.remembench.tests.serving import (
     annotation_page,
     fixture_copy,
@@ -204,6 +204,7 @@ def test_native_frames_missing_videos_and_prompts_as_text(built_fixture, tmp_pat
     rewrite_release(root, t2v_rows=rows)
     (root / "rollouts/t2v-002.mp4").unlink()
     (root / "rollouts/not-a-scene.mp4").write_bytes((root / "rollouts/t2v-000.mp4").read_bytes())
+    restamp(root)
     with annotation_page(root, tmp_path / "pairs.json") as server:
         page = PageDriver(browser, server.url)
         assert "<img src=x" in page.text("prompts") and browser.title != "injected"
