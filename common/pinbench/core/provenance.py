@@ -1177,7 +1177,8 @@ def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple
     a, b = (clean(side) if isinstance(side, Mapping) else {} for side in (a, b))
 
     def line(name: str, x: Any, y: Any) -> str:
-        return f"{printable(name)}: {labels[0]} {_shown(x)}, {labels[1]} {_shown(y)}"
+        shown = _shown_pair(x, y)
+        return f"{printable(name)}: {labels[0]} {shown[0]}, {labels[1]} {shown[1]}"
     lines = [line(flag, a.get(key), b.get(key)) for key, flag in _CONFIG_FLAGS if a.get(key) != b.get(key)]
     for key, flag in _CONFIG_GROUPS:
         x, y = (side.get(key) if isinstance(side.get(key), Mapping) else {} for side in (a, b))
@@ -1244,7 +1245,8 @@ def _leaf_differences(path: tuple[str, ...], a: Any, b: Any, labels: tuple[str, 
         for key in [*a, *(k for k in b if k not in a)]:
             _leaf_differences((*path, str(key)), a.get(key), b.get(key), labels, lines)
     else:
-        lines.append(f"{'.'.join(map(printable, path))}: {labels[0]} {_shown(a)}, {labels[1]} {_shown(b)}")
+        shown = _shown_pair(a, b)
+        lines.append(f"{'.'.join(map(printable, path))}: {labels[0]} {shown[0]}, {labels[1]} {shown[1]}")
 
 
 def _seed_differences(a: Mapping[Any, Any], b: Mapping[Any, Any], labels: tuple[str, str], lines: list[str]) -> None:
@@ -1278,6 +1280,18 @@ def _distribution_differences(a: list[Any], b: list[Any], labels: tuple[str, str
 def printable(text: str) -> str:
     """``text``, or as JSON escapes it when it holds what no line should (a line break, a terminal escape)."""
     return text if text.isprintable() else json.dumps(text)[1:-1]
+
+
+def _shown_pair(a: Any, b: Any) -> tuple[str, str]:
+    """Two differing values for one line: two long texts alike past the cut (``-o reencode_crf`` 45 against 10 in
+    dynamic-degree's clip_source) are shown from a little before their first difference, where both had read
+    ``frames decoded with pyav, per-clip MP4 re-encode (libx264...`` and hidden what differs."""
+    if isinstance(a, str) and isinstance(b, str):
+        x, y = printable(a), printable(b)
+        first = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+        if first > 40 and max(len(x), len(y)) > 60:
+            return _shown("..." + x[first - 35:]), _shown("..." + y[first - 35:])
+    return _shown(a), _shown(b)
 
 
 def _shown(value: Any) -> str:
