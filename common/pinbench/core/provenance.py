@@ -1288,7 +1288,7 @@ def _shown_pair(a: Any, b: Any) -> tuple[str, str]:
     ``frames decoded with pyav, per-clip MP4 re-encode (libx264...`` and hidden what differs."""
     if isinstance(a, str) and isinstance(b, str):
         x, y = printable(a), printable(b)
-        first = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+        first = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y)))
         if first > 40 and max(len(x), len(y)) > 60:
             return _shown("..." + x[first - 35:]), _shown("..." + y[first - 35:])
     return _shown(a), _shown(b)
