@@ -518,6 +518,10 @@ def test_two_long_values_alike_past_the_cut_are_shown_where_they_differ() -> Non
     path = "/data/" + "x" * 60
     assert prov.config_differences({"options": {"videos": path + "/a"}}, {"options": {"videos": path + "/b"}},
                                    ("A", "B")) == [f"-o videos: A ...{'x' * 34}/a, B ...{'x' * 34}/b"]
+    # a pinned commit edited in its last character: both had read 7c062088c08e
+    commits = ["7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb7", "7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb8"]
+    assert prov.differences(*({"pins": {"upstream": {"t2v": {"commit": c}}}} for c in commits), ("A", "B")) == [
+        f"pins.upstream.t2v.commit: A {commits[0]}, B {commits[1]}"]
     # texts that differ early, or short ones, are shown as before
     assert prov.differences({"extra": {"x": "a" + "y" * 70}}, {"extra": {"x": "b" + "y" * 70}}, ("A", "B")) == [
         f"extra.x: A a{'y' * 56}..., B b{'y' * 56}..."]

@@ -1283,15 +1283,21 @@ def printable(text: str) -> str:
 
 
 def _shown_pair(a: Any, b: Any) -> tuple[str, str]:
-    """Two differing values for one line: two long texts alike past the cut (``-o reencode_crf`` 45 against 10 in
-    dynamic-degree's clip_source) are shown from a little before their first difference, where both had read
-    ``frames decoded with pyav, per-clip MP4 re-encode (libx264...`` and hidden what differs."""
-    if isinstance(a, str) and isinstance(b, str):
-        x, y = printable(a), printable(b)
-        first = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y)))
-        if first > 40 and max(len(x), len(y)) > 60:
-            return _shown("..." + x[first - 35:]), _shown("..." + y[first - 35:])
-    return _shown(a), _shown(b)
+    """Two differing values for one line, never two alike: two long texts alike past the cut (``-o reencode_crf``
+    45 against 10 in dynamic-degree's clip_source) are shown from a little before their first difference, where both
+    had read ``frames decoded with pyav, per-clip MP4 re-encode (libx264...``; two digests alike in their first 12
+    characters (a pinned commit edited in its last one) whole."""
+    shown = _shown(a), _shown(b)
+    if shown[0] != shown[1] or not (isinstance(a, str) and isinstance(b, str)):
+        return shown
+    x, y = printable(a), printable(b)
+    if _DIGEST.fullmatch(x) and _DIGEST.fullmatch(y):
+        return x, y
+    first = next((i for i, (p, q) in enumerate(zip(x, y, strict=False)) if p != q), min(len(x), len(y)))
+    return _shown("..." + x[first - 35:]), _shown("..." + y[first - 35:])
+
+
+_DIGEST = re.compile(r"(sha256:)?[0-9a-f]{40,64}")
 
 
 def _shown(value: Any) -> str:
@@ -1299,6 +1305,6 @@ def _shown(value: Any) -> str:
     if value is None:
         return "none"
     text = printable(value) if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)  # a date
-    if re.fullmatch(r"(sha256:)?[0-9a-f]{40,64}", text):
+    if _DIGEST.fullmatch(text):
         return text[:text.index(":") + 13] if text.startswith("sha256:") else text[:12]
     return text if len(text) <= 60 else text[:57] + "..."   # files.clipped's cut: files imports this module
