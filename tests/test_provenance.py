@@ -522,6 +522,11 @@ def test_two_long_values_alike_past_the_cut_are_shown_where_they_differ() -> Non
     commits = ["7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb7", "7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb8"]
     assert prov.differences(*({"pins": {"upstream": {"t2v": {"commit": c}}}} for c in commits), ("A", "B")) == [
         f"pins.upstream.t2v.commit: A {commits[0]}, B {commits[1]}"]
+    # a map of many file digests that differ is one line: 24 score files had crowded out the GPUs and the driver
+    files = {f"f{i:02d}.json": "a" * 64 for i in range(24)}
+    lines = prov.differences({"extra": {"files": files}, "driver": "1"},
+                             {"extra": {"files": {k: "b" * 64 for k in files}}, "driver": "2"}, ("A", "B"))
+    assert lines == ["extra.files: 24 of 24 digests differ (f00.json, f01.json and 22 more)", "driver: A 1, B 2"]
     # texts that differ early, or short ones, are shown as before
     assert prov.differences({"extra": {"x": "a" + "y" * 70}}, {"extra": {"x": "b" + "y" * 70}}, ("A", "B")) == [
         f"extra.x: A a{'y' * 56}..., B b{'y' * 56}..."]
