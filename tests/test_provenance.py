@@ -506,6 +506,32 @@ def test_differences_name_what_two_runs_ran_differently() -> None:
         'packages: A torch 2.5, B {"torch": "2.5.1"}']
 
 
+def test_two_long_values_alike_past_the_cut_are_shown_where_they_differ() -> None:
+    """dynamic-degree's clip_source of a run with ``-o reencode_crf=45`` against one with 10: both lines read
+    ``frames decoded with pyav, per-clip MP4 re-encode (libx264...`` (cut at 60), so a diff against a reference, whose
+    only line on the cause this is, hid what differs. They are shown from a little before their first difference."""
+    source = "frames decoded with pyav, per-clip MP4 re-encode (libx264 without mbtree, yuv420p, crf {})"
+    a, b = {"extra": {"clip_source": source.format(45)}}, {"extra": {"clip_source": source.format(10)}}
+    assert prov.differences(a, b, ("reference", "this run")) == [
+        "extra.clip_source: reference ...bx264 without mbtree, yuv420p, crf 45), "
+        "this run ...bx264 without mbtree, yuv420p, crf 10)"]
+    path = "/data/" + "x" * 60
+    assert prov.config_differences({"options": {"videos": path + "/a"}}, {"options": {"videos": path + "/b"}},
+                                   ("A", "B")) == [f"-o videos: A ...{'x' * 34}/a, B ...{'x' * 34}/b"]
+    # a pinned commit edited in its last character: both had read 7c062088c08e
+    commits = ["7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb7", "7c062088c08e6fbbb9c2f8095c86d4f9bc8a7fb8"]
+    assert prov.differences(*({"pins": {"upstream": {"t2v": {"commit": c}}}} for c in commits), ("A", "B")) == [
+        f"pins.upstream.t2v.commit: A {commits[0]}, B {commits[1]}"]
+    # a map of many file digests that differ is one line: 24 score files had crowded out the GPUs and the driver
+    files = {f"f{i:02d}.json": "a" * 64 for i in range(24)}
+    lines = prov.differences({"extra": {"files": files}, "driver": "1"},
+                             {"extra": {"files": {k: "b" * 64 for k in files}}, "driver": "2"}, ("A", "B"))
+    assert lines == ["extra.files: 24 of 24 digests differ (f00.json, f01.json and 22 more)", "driver: A 1, B 2"]
+    # texts that differ early, or short ones, are shown as before
+    assert prov.differences({"extra": {"x": "a" + "y" * 70}}, {"extra": {"x": "b" + "y" * 70}}, ("A", "B")) == [
+        f"extra.x: A a{'y' * 56}..., B b{'y' * 56}..."]
+
+
 def test_an_input_one_run_read_and_the_other_did_not_is_one_line() -> None:
     """A run records only the pins it read (``pins_for_provenance``'s ``used``): against a run that read one more,
     the difference is that input read or not, once, never its every field as "none" in both pins and inputs."""

@@ -49,7 +49,10 @@ def run(run: Run) -> RunOutcome:
                 outputs = inputs.score_outputs(score_dir, whole, run.options.families)  # files hold every sample
             except ScoreFileError as exc:
                 raise inputs.input_error(exc) from None
-            script1_info: dict[str, Any] = {"source": "official score files", "folder": run.recorded_path(score_dir)}
+            # each file's digest in provenance: a score file edited in place changes no option and no folder, and
+            # a diff against a reference recorded from the earlier run otherwise named nothing that differs
+            script1_info: dict[str, Any] = {"source": "official score files", "folder": run.recorded_path(score_dir),
+                                            "files": {s["file"]: s["sha256"] for s in outputs.sources}}
         else:
             outputs, script1_info = _script1(run, model, data)
 

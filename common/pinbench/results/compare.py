@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.derived import DerivedRecord, derived_problems
-from pinbench.core.files import aligned, counted, no_file_at, read_regular_bytes
+from pinbench.core.files import aligned, counted, counted_of, first_names, no_file_at, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.provenance import redact
@@ -363,6 +363,19 @@ def _computed(row: MetricComparison, computed: tuple[bool, bool]) -> MetricCompa
     return replace(row, computed=computed, verdict="not judged", reason=f"not computed in {uncomputed}")
 
 
+def other_inputs(a: Run, b: Run) -> list[str]:
+    """The samples of both runs whose task's input hash differs (an input's content or an option: never its path),
+    named: a score file edited in place or a video re-encoded under its own name changes no option and no
+    provenance, and a comparison of those runs had said nothing of why their numbers differ."""
+    both = [i for i in a.samples if i in b.samples]
+    other = [i for i in both if a.samples[i].input_hash != b.samples[i].input_hash]
+    if not other:
+        return []
+    return [f"other inputs: {counted_of(len(other), len(both), 'sample', ('was', 'were'))} computed from other "
+            f"inputs in A and B (the input hash of its task differs: an input file's content or an option): "
+            f"{first_names(other, 5)}"]
+
+
 def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
     """Compare two loaded runs; see the module docstring for the verdicts and exit codes."""
     if fail_on not in FAIL_ON:
@@ -383,6 +396,7 @@ def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:
     notes += [f"generation: {line}" for line in
               generation_differences([("A", Generated.of(ca.provenance)), ("B", Generated.of(cb.provenance))])]
     notes += [f"ran differently: {line}" for line in ca.ran_differently(cb, ("A", "B"))]
+    notes += other_inputs(a, b)
     code = EXIT_SAME
     for run, label in ((ca, "A"), (cb, "B")):
         if run.status != "complete":

@@ -84,6 +84,37 @@ def test_an_error_row_makes_the_fixture_run_partial_and_names_the_sample(tmp_pat
     assert not load_records(out)["binary__Pan_Left__a4.0.0"].ok
 
 
+def test_a_score_file_edited_since_the_reference_was_recorded_is_named(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A score file edited in place (one score of Pan_Left) changes no option and no folder: a diff against a
+    reference recorded from the earlier run FAILed naming nothing that differs. Each file's digest is in the
+    provenance, so the diff names the file."""
+    from typer.testing import CliRunner
+
+    from pinbench.cli import app
+
+    assert run_recipe(_cfg(tmp_path / "a", fixture=True)).exit_code == 0
+    ref = tmp_path / "ref.yaml"
+    assert CliRunner().invoke(app, ["record-reference", str(tmp_path / "a"), "--out", str(ref)]).exit_code == 0
+    write = fixture.write_fixture
+    name = f"classification_scores_{fixture.MODEL_NAME}_Pan_Left.json"
+
+    def write_with_one_score_changed(root: Path) -> tuple[Path, Path]:
+        data, scores = write(root)
+        doc = json.loads((scores / name).read_text())
+        doc["scores"][1]["score"] = 0.0   # a "No" scored 1.0 now 0.0: the split's AP moves
+        (scores / name).write_text(json.dumps(doc))
+        return data, scores
+
+    monkeypatch.setattr(fixture, "write_fixture", write_with_one_score_changed)
+    assert run_recipe(_cfg(tmp_path / "b", fixture=True)).exit_code == 1   # against the shipped fixture reference
+    digests = [_card(tmp_path / side)["provenance"]["extra"]["script1"]["files"][name] for side in "ab"]
+    diffed = CliRunner().invoke(app, ["diff", str(tmp_path / "b"), "--reference", str(ref)])
+    assert diffed.exit_code == 1
+    assert (f"ran differently from the reference's run: extra.script1.files.{name}: reference {digests[0][:12]}, "
+            f"this run {digests[1][:12]}") in diffed.output
+
+
 def test_score_only_runs_refuse_data_that_is_not_the_pinned_set(tmp_path: Path) -> None:
     data, scores = fixture.write_fixture(tmp_path / "fx")
     with pytest.raises(RecipeError, match=r"camerabench: .*differs from linzhiqiu/t2v_metrics@7c06208|missing"):
