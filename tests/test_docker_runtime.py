@@ -829,6 +829,23 @@ def test_a_secret_file_added_to_an_installed_package_s_folder_is_refused(
         f"venv/lib/python3.11/site-packages/{added}, named for a secret)")
 
 
+@pytest.mark.parametrize(("name", "kind"), [(".env", "named for a secret"),
+                                          (".env.example", "a secret file's template holding what could be a secret")])
+def test_an_installed_package_s_file_holding_a_secret_is_refused(client: FakeDockerClient, tmp_path: Path,
+                                                                  name: str, kind: str) -> None:
+    """``pip install .`` of a project whose package data takes its .env copies it into site-packages, listed in the
+    RECORD with its own hash: the hash matched, and the token was mounted (review70). A listed file is a package's
+    only while its text holds nothing that could be a secret."""
+    folder = tmp_path / "project"
+    packages = folder / "venv/lib/python3.11/site-packages"
+    (packages / "myproj").mkdir(parents=True)
+    (packages / "myproj" / name).write_text("HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n")
+    _record(packages, "myproj")
+    assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+        f"-g code: {folder} is not mounted into the generator's container (it holds "
+        f"venv/lib/python3.11/site-packages/myproj/{name}, {kind})")
+
+
 def test_a_conda_environment_s_package_files_are_passed_and_a_user_s_refused(client: FakeDockerClient,
                                                                            tmp_path: Path) -> None:
     """A conda environment's root was not read: its conda-meta/*.json records list the files each package put

@@ -337,10 +337,11 @@ def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[
 
 def _packaged(path: str, listed: Mapping[str, str], folder: bool = False) -> bool:
     """Whether ``path`` is an installed package's: a file its list names (``_package_files``) whose content hashes
-    to the list's, or a ``folder`` holding one (the docker package's credentials/)."""
+    to the list's and holds nothing that could be a secret (``pip install .`` of a project copies its .env with its
+    hash), or a ``folder`` holding one (the docker package's credentials/)."""
     if folder:
         return any(name.startswith(path + os.sep) and _packaged(name, listed) for name in listed)
-    return path in listed and regular_sha256(Path(path)) == listed[path]
+    return path in listed and regular_sha256(Path(path)) == listed[path] and not holds_secret(_head(path))
 
 
 # a config line's section header, the rest of the line its first variable's ([include]path=x is git's too), and an
@@ -454,8 +455,8 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
             more = f", and {len(found) - 1} more beside it" if len(found) > 1 else ""
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, found[0]), source))}, named for a " \
                    f"secret{more}"
-        if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))
-                              and not _packaged(os.path.join(top, name), listed)), None)) is not None:
+        if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))),
+                             None)) is not None:
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, template), source))}, a secret file's " \
                    "template holding what could be a secret"
     return None
