@@ -144,6 +144,22 @@ def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(t
         0: "finished", 1: "finished", 2: "started"}
 
 
+def test_plain_status_exits_0_while_a_shard_run_by_hand_is_running(tmp_path: Path) -> None:
+    """Shards run by hand (no Slurm) hold their own locks, not run.lock: plain ``status`` exited 2 while one still
+    ran, as for a run that had ended partial (review70). A shard's lock another host holds is not known live."""
+    from pinbench.core.rundir import LOCK_DIR, this_process
+    from pinbench.ops import status as status_module
+
+    _layout(tmp_path)
+    lock = tmp_path / LOCK_DIR / "shard-2-of-3.lock"
+    lock.parent.mkdir()
+    lock.write_text(json.dumps(this_process()))
+    assert status_module.exit_code(run_status(tmp_path, ask_slurm=False)) == 0
+    for holder in ({**this_process(), "pid": 2**22 + 1}, {**this_process(), "host": "another-node"}):
+        lock.write_text(json.dumps(holder))
+        assert status_module.exit_code(run_status(tmp_path, ask_slurm=False)) == 2
+
+
 def test_a_live_unsharded_run_is_running_from_its_first_moment(tmp_path: Path) -> None:
     """An unsharded run holds ``run.lock``, not ``shard-0-of-1.lock``: status called every live plain run
     "stopped"; and before its first manifest (importing, making fixture data) it called the directory "not a run

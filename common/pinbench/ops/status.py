@@ -525,7 +525,9 @@ def _complete(status: RunStatus) -> bool:
 
 
 def exit_code(status: RunStatus) -> int:
-    """Plain ``pinbench status``'s exit code: 0 while a job or the writer of the run is live (a progress view) and
-    for a complete scorecard; else 2, the code ``--wait`` gives a run that ended without one, so that a CI script
-    gating on it never passes a partial run. Jobs Slurm was not asked of (``--no-slurm``) are not known live."""
-    return 0 if status.live or status.writer is not None or _complete(status) else 2
+    """Plain ``pinbench status``'s exit code: 0 while a job, a shard's process on this host (one run by hand) or the
+    writer of the run is live (a progress view) and for a complete scorecard; else 2, the code ``--wait`` gives a run
+    that ended without one, so that a CI script gating on it never passes a partial run. Jobs Slurm was not asked of
+    (``--no-slurm``) are not known live."""
+    live = status.live or status.writer is not None or any(shard.running for shard in status.shards)
+    return 0 if live or _complete(status) else 2
