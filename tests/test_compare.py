@@ -89,18 +89,22 @@ def test_a_comparison_names_what_the_runs_ran_differently(tmp_path: Path) -> Non
 
 def test_a_comparison_names_the_samples_computed_from_other_inputs(tmp_path: Path) -> None:
     """A score file edited in place, or a video re-encoded under its own name, changes no option and no provenance:
-    the comparison said nothing of why the numbers moved. The samples whose task's input hash differs are named."""
-    a, b = write_run(tmp_path, "A"), write_run(tmp_path, "B", seed=2)
+    the comparison said nothing of why the numbers moved. The samples whose task's input hash differs are named, in
+    two runs of one checkpoint: two models' runs score other rollouts by design (PAI-Bench-C's tasks name theirs)."""
+    a, b = (write_run(tmp_path, name, seed=seed, checkpoint="ckpt") for name, seed in (("A", 1), ("B", 2)))
+    other = write_run(tmp_path, "other-model", seed=2)
     assert not [n for n in compare_runs(load_run(a), load_run(b)).notes if n.startswith("other inputs")]
-    lines = (b / "samples.jsonl").read_text().splitlines()
-    for i in (3, 7):
-        record = json.loads(lines[i])
-        lines[i] = json.dumps({**record, "input_hash": "1" * 64})
-    (b / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    for run in (b, other):
+        lines = (run / "samples.jsonl").read_text().splitlines()
+        for i in (3, 7):
+            record = json.loads(lines[i])
+            lines[i] = json.dumps({**record, "input_hash": "1" * 64})
+        (run / "samples.jsonl").write_text("\n".join(lines) + "\n")
     result = compare_runs(load_run(a), load_run(b))
     note = ("other inputs: 2 of 40 samples were computed from other inputs in A and B (the input hash of its task "
             "differs: an input file's content or an option): t03, t07")
     assert note in result.notes and f"  - {note}" in render_comparison(result).splitlines()
+    assert not [n for n in compare_runs(load_run(a), load_run(other)).notes if n.startswith("other inputs")]
 
 
 def test_a_comparison_names_the_options_the_runs_ran_with_differently(tmp_path: Path) -> None:

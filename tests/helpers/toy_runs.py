@@ -19,8 +19,10 @@ DIFFICULTY = np.random.default_rng(0).normal(0.5, 0.15, N)  # shared by every ru
 
 def write_toy_run(root: Path, name: str, metrics: Sequence[MetricSpec], *, shift: float = 0.0, seed: int = 1,
                   failed: Mapping[str, str] | None = None, drop: tuple[str, ...] = (), version: str = "1.0.0",
-                  recipe: str = "toy-bench", prefix: str = "t", samples: bool = True) -> Path:
-    """``root/name`` with scorecard.json and (``samples``) samples.jsonl; ``shift`` moves f1 up and err down;
+                  recipe: str = "toy-bench", prefix: str = "t", samples: bool = True, checkpoint: str | None = None
+                  ) -> Path:
+    """``root/name`` with scorecard.json and (``samples``) samples.jsonl, a run of ``checkpoint`` (``name`` when
+    None); ``shift`` moves f1 up and err down;
     ``failed`` samples fail with their reason, ``drop``ped ones are missing; ``prefix`` names the ids (t00...);
     each result also names its scene (one of 8)."""
     noise = np.random.default_rng(seed).normal(0, 0.005, N)
@@ -35,7 +37,7 @@ def write_toy_run(root: Path, name: str, metrics: Sequence[MetricSpec], *, shift
             result = {"f1": DIFFICULTY[i] + shift + noise[i], "err": 1 - DIFFICULTY[i] - shift + noise[i],
                       "scene": f"scene{i % 8}"}
             records.append(SampleRecord(sid, "ok", result, None, "0" * 64, 0.1))
-    card = build_scorecard(recipe=recipe, recipe_version=version, checkpoint=name, mode="full",
+    card = build_scorecard(recipe=recipe, recipe_version=version, checkpoint=checkpoint or name, mode="full",
                            metrics=list(metrics), records=records, n_expected=N, provenance=PROVENANCE, config={},
                            timings={})
     run = root / name

@@ -364,9 +364,12 @@ def _computed(row: MetricComparison, computed: tuple[bool, bool]) -> MetricCompa
 
 
 def other_inputs(a: Run, b: Run) -> list[str]:
-    """The samples of both runs whose task's input hash differs (an input's content or an option: never its path),
-    named: a score file edited in place or a video re-encoded under its own name changes no option and no
-    provenance, and a comparison of those runs had said nothing of why their numbers differ."""
+    """The samples of two runs of one checkpoint whose task's input hash differs (an input's content or an option:
+    never its path), named: a score file edited in place or a video re-encoded under its own name changes no option
+    and no provenance, and a comparison of those runs had said nothing of why their numbers differ. Two checkpoints'
+    runs score other rollouts by design (PAI-Bench-C's tasks name theirs): nothing to say."""
+    if a.card.checkpoint != b.card.checkpoint:
+        return []
     both = [i for i in a.samples if i in b.samples]
     other = [i for i in both if a.samples[i].input_hash != b.samples[i].input_hash]
     if not other:
