@@ -79,6 +79,30 @@ def test_fast_results_and_failures_are_not_kept(toy: Recipe, tmp_path: Path, cac
     assert len(list(cache.rglob(f"*{SUFFIX}"))) == 1
 
 
+def test_an_external_tools_records_are_kept_and_not_pending_in_another_run_directory(toy: Recipe, tmp_path: Path,
+                                                                                      cache: Path) -> None:
+    """A step whose fn only assembles what an external tool computed (MIND's process.py: hours; its records a
+    millisecond) keeps every record with ``min_seconds=0``, and another run directory's ``pending`` names none of
+    them for the tool, but a task of other inputs; ``compute`` then takes them from the cache."""
+    def assembled(task: dict) -> dict:
+        return {"f1": 0.5 + 0.1 * task["x"]}
+    recipe_run = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "a", limit=4, env={}))
+    first = recipe_run.compute(TASKS, assembled, min_seconds=0)
+    assert len(list(cache.rglob(f"*{SUFFIX}"))) == 4
+    other = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "b", limit=4, env={}))
+    tasks = [*TASKS[:3], LooseTask("s3", x=9)]   # s3's input changed
+    pending = other.pending(tasks)
+    assert ([t["sample_id"] for t in pending.mine], [t["sample_id"] for t in pending.cached]) == (
+        ["s3"], ["s0", "s1", "s2"])
+    assert pending.stored == [] and list(pending.unscored) == ["s3"]
+    assert other.pending(tasks, cache=False).mine == tasks
+    second = other.compute(tasks, assembled, min_seconds=0)
+    assert (second.n_done, second.n_cached) == (1, 3)
+    assert [second.records[f"s{i}"].to_bytes() for i in range(3)] == [first.records[f"s{i}"].to_bytes()
+                                                                      for i in range(3)]
+    assert [t["sample_id"] for t in other.pending(tasks).stored] == ["s0", "s1", "s2", "s3"]
+
+
 def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tmp_path: Path, cache: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """Each is computed again and named in one line (they were passed over unsaid)."""

@@ -105,7 +105,9 @@ def run(run: Run) -> RunOutcome:
                 return steps.sample_result(by_id.get(sample_id), official.samples[sample_id],
                                            native.get(sample_id), metrics=metrics, video_max_time=video_max_time)
 
-            records = run.score(tasks, result_of, label="results", progress=False)
+            # min_seconds=0: a record assembles in a millisecond what the official step took hours for; kept in
+            # the sample cache, another run directory's ``run.pending`` finds it and runs no official step for it
+            records = run.score(tasks, result_of, label="results", progress=False, min_seconds=0)
     except (LayoutError, ResultFileError, OfficialRunError) as exc:
         raise RecipeError(str(exc)) from None
 
@@ -187,10 +189,9 @@ def _official(run: Run, pre: Plan, tasks: list[steps.SampleTask], result_file: R
                                    gpus=run.cfg.gpus, timeout_s=options.timeout_s), unscored=pending.unscored)
     else:
         official = steps.Official({}, [])
-    # the samples whose stored records this process reuses keep the sources they were scored from
-    if pending.stored and result_file is None:
-        official.sources += steps.stored_sources(run.out_dir, None,
-                                                 {t.sample_id: input_hash(t) for t in pending.stored})
+    # the samples whose stored or cached records this process reuses keep the sources they were scored from
+    if (held := pending.stored + pending.cached) and result_file is None:
+        official.sources += steps.stored_sources(run.out_dir, None, {t.sample_id: input_hash(t) for t in held})
     return official
 
 

@@ -67,6 +67,8 @@ from pinbench_recipes.mind.results import (
 )
 from pinbench_recipes.mind.samples import add_native, continuation_result, mirror_result
 
+# the source of official scores no working directory of this run directory laid out
+CACHED = "the sample cache: the official step of another run directory, on the same inputs, code and options"
 NATIVE_VERSION = 1      # bump when the native cross-check changes, so stored native blocks are recomputed
 
 
@@ -235,20 +237,27 @@ def _sweep_killed(parent: Path, salvaged: Mapping[Path, int], unscored: Mapping[
 
 def stored_sources(out_dir: Path, results_file: Path | None,
                    stored: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """Where the stored official scores came from (of ``stored``, sample id -> input hash; default all), for the
-    samples this process reused or, in a run that scored nothing itself (the merge of shards), all of them: the
-    imported results file, or every ``process.py`` working directory that laid out one of them with that input hash.
+    """Where the stored official scores came from (of ``stored``, sample id -> input hash; default the ok records
+    of the store), for the samples this process reused or, in a run that scored nothing itself (the merge of
+    shards), all of them: the imported results file, or every ``process.py`` working directory that laid out one
+    of them with that input hash, and the sample cache for those none did (another run directory's official step
+    scored them, ``pinbench.core.sample_cache``: the same inputs, code and options).
     Why the hash: a directory that scored a sample's earlier rollout (another generator's) is not its source, and
     naming it changed the scorecard of a rerun that changed nothing, so the rerun was not said to be one."""
     if results_file is not None:
         return [{"results_file": str(results_file), "stored_by": "the shards' imports"}]
-    sources = []
+    sources, planned = [], set()
     for work, plan in earlier_runs(out_dir / "official"):
+        planned.update(plan.items())
         reused = sorted(sid for sid, h in plan.items() if stored.get(sid) == h) if stored is not None else None
         if reused is None or reused:
             sources.append(_imported(work) or {"work_dir": str(work.root), "n_planned": len(plan),
                                                "stored_by": "an earlier run or a shard",
                                                **({"reused_samples": reused} if reused is not None else {})})
+    held = stored if stored is not None else {sid: r.input_hash for sid, r in load_records(out_dir).items() if r.ok}
+    cached = sorted(sid for sid, h in held.items() if (sid, h) not in planned)
+    if cached:
+        sources.append({"stored_by": CACHED, "reused_samples": cached})
     return sources
 
 

@@ -87,7 +87,7 @@ from pinbench.core.runner import (
     stand_in,
     write_records,
 )
-from pinbench.core.sample_cache import SampleCache, cache_dir, prune, size_bound
+from pinbench.core.sample_cache import MIN_SECONDS, SampleCache, cache_dir, prune, size_bound
 from pinbench.core.scorecard import (
     DEFAULT_SAMPLES_PATH,
     NEVER_COMPUTED,
@@ -286,7 +286,7 @@ class Run:
     def compute(self, tasks: Sequence[Task], fn: SampleFn, *, label: str = "score", folder: str = "",
                 part: str = "scoring", validate: Validator | None = None, batch_size: int = 1,
                 batch_fn: BatchFn | None = None, devices: Sequence[str] = (), progress: bool = True,
-                cache: bool | SampleCache = True) -> RunSummary:
+                cache: bool | SampleCache = True, min_seconds: float = MIN_SECONDS) -> RunSummary:
         """This shard's records of a per-sample step (every task's when unsharded), stored under ``folder``:
         each pending task computed by ``fn`` (``validate`` accepts its result), the rest reused. With the
         ``--skip-*`` flag of ``part`` nothing is computed (an empty summary: ``gather`` reads what is stored).
@@ -294,13 +294,16 @@ class Run:
         ``devices``: one worker process per device, each a part of this shard; ``fn`` is then called with the
         device, in its worker, to build the per-sample function (so it must be picklable). ``cache=False`` for a
         step whose results name files of this run directory, which another directory would not have, unless
-        ``cache`` is a ``SampleCache`` that keeps those files too (the generation step's rollouts)."""
+        ``cache`` is a ``SampleCache`` that keeps those files too (the generation step's rollouts). A record that
+        took less than ``min_seconds`` is not kept in the cache; 0 for a step whose ``fn`` only assembles what an
+        external tool computed for the sample (``pending``): the record is all that tool's cost."""
         if self.skips(part):
             return RunSummary(n_total=0, n_done=0, n_reused=0, n_failed=0)
         if part == "scoring" and (self.generation_failures or self.never_generated) and not devices:
             fn = _NotGenerated(fn, self.generation_failures, self.never_generated)
         out = self.out_dir / folder
-        samples = cache if isinstance(cache, SampleCache) else self.sample_cache(folder, part) if cache else None
+        samples = (cache if isinstance(cache, SampleCache) else self.sample_cache(folder, part, min_seconds) if cache
+                   else None)
         if devices and self.shard is None:  # its workers are parts of it, each settling only its own log
             for line in settle(out / SAMPLES_DIR, read_store(out / SAMPLES_DIR), own=log_name(None), every_log=True):
                 print(f"{label}: {line}", flush=True)
@@ -352,13 +355,15 @@ class Run:
                            validate=step.get("validate"))
 
     def pending(self, tasks: Sequence[Task], *, folder: str = "", part: str = "scoring",
-                validate: Validator | None = None) -> Pending:
+                validate: Validator | None = None, cache: bool = True) -> Pending:
         """What an external tool must still compute for this shard (and for any shard): the tasks without a
-        reusable record under ``folder``; nothing with the ``--skip-*`` flag of ``part``."""
+        reusable record under ``folder`` nor in the step's sample cache (``cache=False``: a step that consults its
+        own, the generation's); nothing with the ``--skip-*`` flag of ``part``. The step's ``compute`` then takes
+        the cached records: its ``min_seconds=0`` keeps them all there."""
         if self.skips(part):
             return Pending([], [], {})
         return pending_tasks(self.out_dir / folder, tasks, shard=self.shard, implementation=self.implementation(part),
-                             validate=validate)
+                             validate=validate, cache=self.sample_cache(folder, part) if cache else None)
 
     def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,
               folder: str = "", label: str = "results", requests: Mapping[str, Sequence[str]] | None = None
@@ -414,14 +419,18 @@ class Run:
                       "nothing to score")
             raise RunStops(summary, "; ".join(problems) or stored)
 
-    def sample_cache(self, folder: str, part: str = "scoring") -> SampleCache | None:
-        """The sample cache of the step stored under ``folder``, for records of ``part``'s implementation (None:
-        the cache is off, or the run has no implementation to key records by)."""
+    def sample_cache(self, folder: str, part: str = "scoring", min_seconds: float = MIN_SECONDS
+                     ) -> SampleCache | None:
+        """The sample cache of the step stored under ``folder``, for records of ``part``'s implementation, keeping
+        those that took ``min_seconds`` or more (None: the cache is off, or the run has no implementation to key
+        records by)."""
         root, implementation = cache_dir(self.out_dir), self.implementation(part)
         if root is None or implementation is None:
             return None
         size_bound()   # a bound that is no size stops the run now, not once its samples are computed
-        return SampleCache(root, f"{self.recipe.name}/{folder}", implementation)
+        samples = SampleCache(root, f"{self.recipe.name}/{folder}", implementation)
+        samples.min_seconds = min_seconds
+        return samples
 
     # ------------------------------------------------------------------------------------- the end
 

@@ -742,29 +742,39 @@ def load_records(out_dir: Path | str) -> dict[str, SampleRecord]:
 
 @dataclass(frozen=True)
 class Pending:
-    """What is still to compute: ``mine``, the tasks of this shard without a reusable stored record (what
-    ``run_samples`` would compute); ``stored``, this shard's other tasks; ``unscored``, the input hash of every
-    task of any shard without one, by id."""
+    """What is still to compute: ``mine``, the tasks of this shard without a reusable record, stored or in the
+    sample cache (what ``run_samples`` would compute); ``stored``, this shard's tasks with a stored one; ``cached``,
+    those whose record only the sample cache holds (``run_samples`` takes it from there); ``unscored``, the input
+    hash of every task of any shard without either, by id."""
 
     mine: list[Task]
     stored: list[Task]
     unscored: dict[str, str]
+    cached: list[Task] = field(default_factory=list)
 
 
 def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | None = None,
-                  implementation: Implementation | None = None, validate: Validator | None = None) -> Pending:
-    """The tasks without a reusable stored record, this shard's and every shard's (one read of the store)."""
+                  implementation: Implementation | None = None, validate: Validator | None = None,
+                  cache: SampleCache | None = None) -> Pending:
+    """The tasks without a reusable stored record, this shard's and every shard's (one read of the store). With
+    ``cache``, a task whose record the sample cache holds (another run directory's, of the same key) is not
+    pending: an external tool (MIND's process.py, hours) computed every sample of a new run directory again."""
     ids = _task_ids(tasks)
     contents = read_store(Path(out_dir) / SAMPLES_DIR)
     validate = validate or _is_dict
-    unscored = {}
+    unscored, cached = {}, set()
     for sid, task in zip(ids, tasks, strict=True):
         task_hash = _hash_task(sid, task)
         if _judge(contents.records.get(sid, []), task_hash, implementation, validate).reusable is None:
-            unscored[sid] = task_hash
+            found = None if cache is None else cache.record_of(sid, task_hash)
+            if found is not None and _judge([found], task_hash, implementation, validate).reusable is not None:
+                cached.add(sid)
+            else:
+                unscored[sid] = task_hash
     owned = range(len(tasks)) if shard is None else shard.select(range(len(tasks)))
     return Pending([tasks[pos] for pos in owned if ids[pos] in unscored],
-                   [tasks[pos] for pos in owned if ids[pos] not in unscored], unscored)
+                   [tasks[pos] for pos in owned if ids[pos] not in unscored and ids[pos] not in cached],
+                   unscored, [tasks[pos] for pos in owned if ids[pos] in cached])
 
 
 # ------------------------------------------------------------------------------------------- running

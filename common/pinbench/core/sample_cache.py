@@ -13,7 +13,8 @@ SHA-256), written under a temporary name and renamed into place, so shards writi
 whole file. A torn or edited entry, one whose record is not the task's, or one larger than any record
 (``RECORD_BYTES``, not read), is named in one line and replaced. Only
 ok records that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read
-back.
+back; but a step whose records assemble what an external tool computed (MIND's ``process.py``) keeps them all
+(``Run.compute``'s ``min_seconds=0``), and ``Run.pending`` does not send a sample the cache holds to that tool.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its

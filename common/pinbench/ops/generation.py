@@ -1218,11 +1218,12 @@ class Generating:
             cached = None if base is None else RolloutCache(base, signature, rollouts, by_id)
             if self.unrunnable is not None and any(
                     cached is None or not _cached(cached, t, kept)
-                    for t in run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine):
+                    for t in run.pending(tasks, folder=GENERATION, part="generation", validate=kept,
+                                         cache=False).mine):
                 raise self.unrunnable
             batch_error: list[Exception] = []
             if maker.many is not None:   # one launch for every rollout still to make (cosmos-framework's way)
-                pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept).mine
+                pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept, cache=False).mine
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
                 pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]

@@ -15,6 +15,7 @@ import pytest
 
 from pinbench.core.config import RunConfig, Shard
 from pinbench.core.recipe import get_recipe
+from pinbench.core.shard_manifest import manifest_path
 from pinbench.ops.launch import run_recipe
 from pinbench_recipes.mind import run as run_module
 from pinbench_recipes.mind import steps
@@ -103,3 +104,47 @@ def test_a_results_file_without_rollouts_scores_its_mirror_directories(tmp_path:
     assert (gsc["n_expected"], gsc["n_scored"], gsc["value"]) == (1, 1, pytest.approx(0.01))
     assert card["extra"]["official_sources"] == [{"results_file": str(results), "stored_by": "the shards' imports"}]
 
+
+
+def _sharded(out: Path, layout: Layout, count: int) -> None:
+    """``pinbench submit --shards COUNT``'s jobs: each shard, then the merge."""
+    for index in range(count):
+        outcome = run_recipe(_cfg(out, layout, shard=Shard(index, count)))
+        assert (outcome.exit_code, outcome.scorecard_path) == (0, None), outcome.message
+    merged = run_recipe(_cfg(out, layout, skip_scoring=True))
+    assert merged.exit_code == 0, merged.message
+
+
+def test_another_run_directory_takes_the_official_scores_from_the_sample_cache(
+        tmp_path: Path, layout: Layout, process_py: ProcessPyDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on the local Slurm: ``submit --shards 3 --out A`` then ``--shards 2 --out B`` (or a plain run) on one
+    sample cache ran process.py again for every sample of B: a record of the results step assembles in a millisecond,
+    under the cache's MIN_SECONDS, and ``run.pending`` asked only B's store. A changed rollout is scored again."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "sample-cache"))
+    _sharded(tmp_path / "A", layout, 3)
+    assert len(process_py.calls) == 3 and sum(map(len, process_py.calls)) == 5   # one invocation per shard
+
+    _sharded(tmp_path / "B", layout, 2)
+    plain = run_recipe(_cfg(tmp_path / "C", layout))
+    assert plain.exit_code == 0, plain.message
+    assert len(process_py.calls) == 3 and not (tmp_path / "B" / "official").exists()   # no official step at all
+    assert not (tmp_path / "C" / "official").exists()
+    summaries = [json.loads(manifest_path(tmp_path / out, index, count).read_text())["summary"]
+                 for out, count in (("B", 2), ("C", 1)) for index in range(count)]
+    assert [(s["done"], s["reused"]) for s in summaries] == [(0, 3), (0, 2), (0, 5)]   # "4 done, 0 reused" before
+    ids = sorted(RECORDS)
+    for out in ("B", "C"):   # the same per-sample scores, from the cache and computed
+        assert _rows(tmp_path / out) == _rows(tmp_path / "A")
+        card, expected = (json.loads((tmp_path / d / "scorecard.json").read_text()) for d in (out, "A"))
+        assert card["metrics"] == expected["metrics"] and card["status"] == "complete"
+        assert card["extra"]["official_sources"] == [{"stored_by": steps.CACHED, "reused_samples": ids}]
+    sources = json.loads((tmp_path / "A" / "scorecard.json").read_text())["extra"]["official_sources"]
+    assert len(sources) == 3 and all("work_dir" in s for s in sources)   # A's merge names its shards' invocations
+
+    layout.add_generated("1st_data", "mem_test", "data-1", frames=112, seed=7)   # another rollout: scored again
+    again = run_recipe(_cfg(tmp_path / "D", layout))
+    assert again.exit_code == 0, again.message
+    assert process_py.calls[3:] == [["1st_data.mem_test.data-1"]]
+    card = json.loads((tmp_path / "D" / "scorecard.json").read_text())
+    assert [s.get("reused_samples") for s in card["extra"]["official_sources"]] == [
+        None, [sid for sid in ids if sid != "1st_data.mem_test.data-1"]]
