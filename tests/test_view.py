@@ -42,6 +42,7 @@ from pinbench.media.preview import Preview, cached_preview, make_preview, probe
 from pinbench.media.video import VideoError, read_video, video_info, write_video
 from pinbench.ops.view import MediaStore
 from pinbench.results.view import MediaFile, RunInputs, Video, View, ViewError, load_runs, view_module
+from pinbench_recipes.remembench.tests.conftest import restamp
 
 PINBENCH = [sys.executable, "-m", "pinbench"]
 needs_browser = pytest.mark.skipif(chromium() is None or CHROMEDRIVER is None,
@@ -79,6 +80,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
                     crf=0)
     with open(rollouts / "s02-tr180.mp4", "r+b") as cut:
         cut.truncate(3000)
+    restamp(b / "fixture_data")   # edited on purpose: else the run writes the fixture's own data again
     _pinbench("run", "remembench", "--fixture", "--out", str(b), ok=(1, 2))  # B fails the fixture reference
     return {"a": a, "b": b, "dd": dd}
 

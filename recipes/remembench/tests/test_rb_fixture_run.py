@@ -12,7 +12,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.recipe import get_recipe
 from pinbench.ops.launch import run_recipe
 from pinbench_recipes.remembench.fixture import build_fixture
-from pinbench_recipes.remembench.tests.conftest import fixture_config
+from pinbench_recipes.remembench.tests.conftest import fixture_config, restamp
 
 
 def test_fixture_run_passes_its_reference(fixture_run):
@@ -52,6 +52,7 @@ def test_fixture_outputs(fixture_run):
 def test_missing_rollout_is_counted_and_named(tmp_path):
     data = build_fixture(tmp_path / "fixture_data")
     (data.videos / "t2v-001.mp4").unlink()
+    restamp(data.root)
     outcome = run_recipe(fixture_config(tmp_path))
     assert outcome.exit_code != 0
     card = json.loads((tmp_path / "scorecard.json").read_text())
@@ -69,6 +70,7 @@ def test_nan_camera_poses_fail_their_sample_by_name(tmp_path):
 
     data = build_fixture(tmp_path / "fixture_data")
     np.savez(data.poses_dir / "s02-rot180.npz", poses=np.full((253, 4, 4), np.nan), idx=np.arange(253))
+    restamp(data.root)
     outcome = run_recipe(fixture_config(tmp_path))
     assert outcome.exit_code == 2
     metric = json.loads((tmp_path / "scorecard.json").read_text())["metrics"]["i2v/rotation_180/clip"]

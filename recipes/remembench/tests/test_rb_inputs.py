@@ -68,11 +68,12 @@ def test_two_rollouts_of_one_sample_fail_it_by_name(tmp_path: Path):
     """Before: with both t2v-001.mp4 and t2v-001/rollout.mp4 under -o videos, the run scored the first, ok."""
     from pinbench.ops.launch import run_recipe
     from pinbench_recipes.remembench.fixture import build_fixture
-    from pinbench_recipes.remembench.tests.conftest import fixture_config
+    from pinbench_recipes.remembench.tests.conftest import fixture_config, restamp
 
     data = build_fixture(tmp_path / "fixture_data")
     (data.videos / "t2v-001").mkdir()
     (data.videos / "t2v-001/rollout.mp4").write_bytes((data.videos / "t2v-002.mp4").read_bytes())
+    restamp(data.root)
     assert run_recipe(fixture_config(tmp_path)).exit_code == 2
     card = json.loads((tmp_path / "scorecard.json").read_text())
     (failed,) = card["metrics"]["t2v/clip"]["failed"]
