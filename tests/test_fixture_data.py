@@ -77,6 +77,21 @@ def test_a_writer_that_raises_leaves_nothing_and_the_next_call_writes(tmp_path: 
     assert _listing(root) == ["fixture.json", "sub"]
 
 
+def test_a_writer_that_makes_a_link_is_refused_naming_it(tmp_path: Path) -> None:
+    """The stamp names a link as 'not a regular file' (never followed), which it would be again whatever it pointed
+    at: a writer's link could change unseen, so the build refuses it and leaves nothing (review70)."""
+    root = tmp_path / "fixture_data"
+
+    def links(folder: Path) -> None:
+        (folder / "data.txt").write_text("data")
+        (folder / "alias.txt").symlink_to("data.txt")
+
+    with pytest.raises(ValueError, match=r"fixture_data: the fixture's writer made alias.txt, which is not a regular "
+                                         r"file \(a link or a FIFO\)"):
+        build_once(root, 1, links)
+    assert _listing(tmp_path) == [".fixture_data.lock"]
+
+
 def test_a_killed_writer_leaves_no_stamped_folder_and_the_next_call_rebuilds(tmp_path: Path) -> None:
     """SIGKILL half way (no finally runs): the next builder finds no stamp, clears the dead writer's folder, writes."""
     root = tmp_path / "fixture_data"

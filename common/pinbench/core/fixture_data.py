@@ -29,6 +29,7 @@ from pinbench.core.notices import notice
 FIXTURE_DIR = "fixture_data"   # where a --fixture run keeps its data, in its run directory
 STAMP = "fixture.json"
 FILES = "files"   # the stamp's key for {relative path: SHA-256} of every other file in the folder
+NOT_REGULAR = "not a regular file"   # what the stamp's check finds for a link or a FIFO in place of a file
 
 
 def build_once(root: Path | str, version: int | str, write: Callable[[Path], Mapping[str, Any] | None], *,
@@ -63,6 +64,9 @@ def build_once(root: Path | str, version: int | str, write: Callable[[Path], Map
                 if key in metadata:
                     raise ValueError(f"{root}: the fixture metadata may not hold {key!r} (the stamp's own key)")
             files = _digests(folder, stamp)
+            if links := [rel for rel, digest in files.items() if digest == NOT_REGULAR]:
+                raise ValueError(f"{root}: the fixture's writer made {links[0]}, which is not a regular file (a link "
+                                 "or a FIFO): its stamp could not tell it changed")
             write_atomic(folder / stamp, json.dumps({"version": version, FILES: files, **metadata}, indent=1) + "\n")
             _replace(folder, root)
         finally:
@@ -84,14 +88,15 @@ def _stamped(path: Path, version: int | str) -> dict[str, Any] | None:
 
 def _digests(folder: Path, stamp: str) -> dict[str, str]:
     """{path relative to ``folder``: SHA-256} of everything in it but the stamp and the folders; an entry that is
-    not a regular file (a link, a FIFO) gets a value no digest equals, so a check of it fails and never follows it."""
+    not a regular file (a link, a FIFO) gets ``NOT_REGULAR``, never followed: a stamp never names one (the build
+    refuses a writer that makes one), so a check of it fails."""
     found = {}
     for top, dirs, names in os.walk(folder):   # links to folders are listed in dirs, never walked into
         for name in [*names, *(d for d in dirs if os.path.islink(os.path.join(top, d)))]:
             path = Path(top, name)
             rel = path.relative_to(folder).as_posix()
             if rel != stamp:
-                found[rel] = regular_sha256(path) or "not a regular file"
+                found[rel] = regular_sha256(path) or NOT_REGULAR
     return dict(sorted(found.items()))
 
 
