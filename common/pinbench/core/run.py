@@ -180,6 +180,8 @@ class Run:
         # recipe's preparation is done (a step past "prepare", or the finish), or with a failure that is not the
         # recipe's own refusal of the name (``_refuses_name``), which is then the one line
         self._note = note
+        # one sample cache object per step (folder, part): ``compute`` takes the records ``pending`` found there
+        self._caches: dict[tuple[str, str], SampleCache] = {}
 
     @property
     def out_dir(self) -> Path:
@@ -304,6 +306,7 @@ class Run:
         out = self.out_dir / folder
         samples = (cache if isinstance(cache, SampleCache) else self.sample_cache(folder, part, min_seconds) if cache
                    else None)
+        kept = 0 if samples is None else samples.stored
         if devices and self.shard is None:  # its workers are parts of it, each settling only its own log
             for line in settle(out / SAMPLES_DIR, read_store(out / SAMPLES_DIR), own=log_name(None), every_log=True):
                 print(f"{label}: {line}", flush=True)
@@ -315,7 +318,7 @@ class Run:
                                   validate=validate, step=label, batch_size=batch_size, batch_fn=batch_fn,
                                   progress=progress, cache=samples)
         # device workers store into their own copies of ``samples``: this one's count stays 0
-        if samples is not None and (samples.stored or devices and summary.n_done):
+        if samples is not None and (samples.stored > kept or devices and summary.n_done):
             pruned = prune(samples.root, size_bound())
             if pruned.unlisted:
                 print(f"sample cache: {pruned.unlisted}; not pruned to its bound", file=sys.stderr, flush=True)
@@ -359,7 +362,8 @@ class Run:
         """What an external tool must still compute for this shard (and for any shard): the tasks without a
         reusable record under ``folder`` nor in the step's sample cache (``cache=False``: a step that consults its
         own, the generation's); nothing with the ``--skip-*`` flag of ``part``. The step's ``compute`` then takes
-        the cached records: its ``min_seconds=0`` keeps them all there."""
+        the cached records this call read (``SampleCache.record_of``'s ``hold``), and its ``min_seconds=0`` keeps
+        them all there."""
         if self.skips(part):
             return Pending([], [], {})
         return pending_tasks(self.out_dir / folder, tasks, shard=self.shard, implementation=self.implementation(part),
@@ -423,12 +427,14 @@ class Run:
                      ) -> SampleCache | None:
         """The sample cache of the step stored under ``folder``, for records of ``part``'s implementation, keeping
         those that took ``min_seconds`` or more (None: the cache is off, or the run has no implementation to key
-        records by)."""
+        records by). One object per step of the run: what ``pending`` read is what ``compute`` takes (a prune
+        between them failed each sample the external tool was not sent) and an unusable entry is named once."""
         root, implementation = cache_dir(self.out_dir), self.implementation(part)
         if root is None or implementation is None:
             return None
         size_bound()   # a bound that is no size stops the run now, not once its samples are computed
-        samples = SampleCache(root, f"{self.recipe.name}/{folder}", implementation)
+        samples = self._caches.setdefault((folder, part),
+                                          SampleCache(root, f"{self.recipe.name}/{folder}", implementation))
         samples.min_seconds = min_seconds
         return samples
 

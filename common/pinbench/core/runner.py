@@ -744,7 +744,7 @@ def load_records(out_dir: Path | str) -> dict[str, SampleRecord]:
 class Pending:
     """What is still to compute: ``mine``, the tasks of this shard without a reusable record, stored or in the
     sample cache (what ``run_samples`` would compute); ``stored``, this shard's tasks with a stored one; ``cached``,
-    those whose record only the sample cache holds (``run_samples`` takes it from there); ``unscored``, the input
+    those whose record only the sample cache holds (held by it for ``run_samples``); ``unscored``, the input
     hash of every task of any shard without either, by id."""
 
     mine: list[Task]
@@ -763,15 +763,16 @@ def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | 
     contents = read_store(Path(out_dir) / SAMPLES_DIR)
     validate = validate or _is_dict
     unscored, cached = {}, set()
-    for sid, task in zip(ids, tasks, strict=True):
+    owned = range(len(tasks)) if shard is None else shard.select(range(len(tasks)))
+    mine = set(owned)
+    for pos, (sid, task) in enumerate(zip(ids, tasks, strict=True)):
         task_hash = _hash_task(sid, task)
         if _judge(contents.records.get(sid, []), task_hash, implementation, validate).reusable is None:
-            found = None if cache is None else cache.record_of(sid, task_hash)
+            found = None if cache is None else cache.record_of(sid, task_hash, hold=pos in mine)
             if found is not None and _judge([found], task_hash, implementation, validate).reusable is not None:
                 cached.add(sid)
             else:
                 unscored[sid] = task_hash
-    owned = range(len(tasks)) if shard is None else shard.select(range(len(tasks)))
     return Pending([tasks[pos] for pos in owned if ids[pos] in unscored],
                    [tasks[pos] for pos in owned if ids[pos] not in unscored and ids[pos] not in cached],
                    unscored, [tasks[pos] for pos in owned if ids[pos] in cached])

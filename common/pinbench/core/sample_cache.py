@@ -14,7 +14,9 @@ whole file. A torn or edited entry, one whose record is not the task's, or one l
 (``RECORD_BYTES``, not read), is named in one line and replaced. Only
 ok records that took at least ``MIN_SECONDS`` to compute are kept: anything faster is cheaper to compute than to read
 back; but a step whose records assemble what an external tool computed (MIND's ``process.py``) keeps them all
-(``Run.compute``'s ``min_seconds=0``), and ``Run.pending`` does not send a sample the cache holds to that tool.
+(``Run.compute``'s ``min_seconds=0``), and ``Run.pending`` does not send a sample the cache holds to that tool; the
+step's ``compute`` then takes the record ``pending`` read (one cache object per step of a run), whatever a prune
+removed since.
 A hit marks its entry used (its mtime); the cache is bounded by ``PINBENCH_SAMPLE_CACHE_MB`` (MiB, default 2048),
 least recently used entries first, checked after a run stored something and by ``pinbench cache prune``.
 A step whose records name a file of the run directory (the generation step's rollouts) keeps that file beside its
@@ -167,6 +169,7 @@ class SampleCache:
         self._implementation = implementation.to_json()   # as a record names it
         self._unusable = 0   # entries found but not usable (said by ``_say``)
         self._put_failed = False   # ``put`` could not keep a record (said once)
+        self._held: dict[str, Stored | None] = {}   # what ``record_of(hold=True)`` found, by task hash
 
     def key(self, task_hash: str) -> str:
         return hashlib.sha256((self._prefix + task_hash).encode()).hexdigest()
@@ -205,14 +208,21 @@ class SampleCache:
                 os.utime(path)   # used now: the last to be pruned
         return stored
 
-    def record_of(self, sample_id: str, task_hash: str) -> Stored | None:
+    def record_of(self, sample_id: str, task_hash: str, *, hold: bool = False) -> Stored | None:
         """``get``, for the runner: a record naming another sample is no hit (its task's hash covers the id, so only
-        a planted one does; taken, it ended the run with "duplicate sample ids" and stayed in the run's store)."""
+        a planted one does; taken, it ended the run with "duplicate sample ids" and stayed in the run's store).
+        With ``hold`` (``Run.pending``), what it finds, a record or none, is what this key's next call takes: a
+        prune between the two removed a record the first had found, and the external tool, not sent that sample,
+        left it failed; and an unusable entry was named by each."""
+        if task_hash in self._held:
+            return self._held.pop(task_hash)
         stored = self.get(task_hash)
         if stored is not None and stored.data["sample_id"] != sample_id:
             self._say(f"{self._path(self.key(task_hash))}: the record of {stored.data['sample_id']!r} is not of "
                       f"{sample_id!r}")
-            return None
+            stored = None
+        if hold:
+            self._held[task_hash] = stored
         return stored
 
     def refused(self, task_hash: str, why: str) -> None:

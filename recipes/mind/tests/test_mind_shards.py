@@ -15,6 +15,7 @@ import pytest
 
 from pinbench.core.config import RunConfig, Shard
 from pinbench.core.recipe import get_recipe
+from pinbench.core.sample_cache import prune
 from pinbench.core.shard_manifest import manifest_path
 from pinbench.ops.launch import run_recipe
 from pinbench_recipes.mind import run as run_module
@@ -148,3 +149,45 @@ def test_another_run_directory_takes_the_official_scores_from_the_sample_cache(
     card = json.loads((tmp_path / "D" / "scorecard.json").read_text())
     assert [s.get("reused_samples") for s in card["extra"]["official_sources"]] == [
         None, [sid for sid in ids if sid != "1st_data.mem_test.data-1"]]
+
+
+def test_a_prune_between_the_pending_samples_and_their_results_fails_none(
+        tmp_path: Path, layout: Layout, process_py: ProcessPyDouble, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run's end-of-run prune (or ``pinbench cache prune``) removing the entries ``run.pending`` found before
+    the results step read them: each such sample failed with a KeyError (no official score of it), though the run
+    had read its record."""
+    cache = tmp_path / "sample-cache"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert run_recipe(_cfg(tmp_path / "A", layout)).exit_code == 0
+    official = run_module._official
+
+    def official_then_pruned(*args):   # noqa: ANN202
+        """TEST DOUBLE for a prune landing at that moment: the official step, then the cache emptied."""
+        outcome = official(*args)
+        assert prune(cache, 0).removed == len(RECORDS)
+        return outcome
+
+    monkeypatch.setattr(run_module, "_official", official_then_pruned)
+    outcome = run_recipe(_cfg(tmp_path / "B", layout))
+    assert outcome.exit_code == 0, outcome.message
+    assert len(process_py.calls) == 1 and _rows(tmp_path / "B") == _rows(tmp_path / "A")
+    card = json.loads((tmp_path / "B" / "scorecard.json").read_text())
+    assert card["extra"]["official_sources"] == [{"stored_by": steps.CACHED, "reused_samples": sorted(RECORDS)}]
+
+
+def test_an_unusable_cache_entry_is_said_once_and_its_sample_sent_to_process_py(
+        tmp_path: Path, layout: Layout, process_py: ProcessPyDouble, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A torn entry was named twice, by ``run.pending`` and by the results step, each with its own cache object."""
+    cache = tmp_path / "sample-cache"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert run_recipe(_cfg(tmp_path / "A", layout)).exit_code == 0
+    torn = sorted(cache.glob("*/*.jsonl"))[0]
+    torn.write_bytes(torn.read_bytes()[:40])
+    capsys.readouterr()
+    outcome = run_recipe(_cfg(tmp_path / "B", layout))
+    assert outcome.exit_code == 0, outcome.message
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sample cache:")]
+    assert len(said) == 1 and str(torn) in said[0], said
+    assert len(process_py.calls[1]) == 1 and _rows(tmp_path / "B") == _rows(tmp_path / "A")
+
