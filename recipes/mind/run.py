@@ -23,6 +23,7 @@ from pinbench.core.notices import notice
 from pinbench.core.pins import Pins
 from pinbench.core.run import Run, RunOutcome
 from pinbench.core.runner import input_hash
+from pinbench.core.sample_cache import MIN_SECONDS
 from pinbench.media.lpips import load_lpips
 from pinbench.ops.downloads import ChecksumError, NotFetchedError, UnresolvedPinError
 from pinbench.ops.machine_pins import pins_for_provenance
@@ -107,7 +108,9 @@ def run(run: Run) -> RunOutcome:
 
             # min_seconds=0: a record assembles in a millisecond what the official step took hours for; kept in
             # the sample cache, another run directory's ``run.pending`` finds it and runs no official step for it
-            records = run.score(tasks, result_of, label="results", progress=False, min_seconds=0)
+            # (an imported file's scores take a moment: kept as any record)
+            records = run.score(tasks, result_of, label="results", progress=False,
+                                min_seconds=0 if results_file is None else MIN_SECONDS)
     except (LayoutError, ResultFileError, OfficialRunError) as exc:
         raise RecipeError(str(exc)) from None
 
@@ -174,7 +177,9 @@ def _official(run: Run, pre: Plan, tasks: list[steps.SampleTask], result_file: R
     options = run.options
     if run.skips("scoring"):
         return steps.Official({}, steps.stored_sources(run.out_dir, results_file))
-    pending = run.pending(tasks)
+    # an imported Result.json is read again, not the cache: its summary listed a sample the cache held among the
+    # file's "unexpected records", and named none of them as imported
+    pending = run.pending(tasks, cache=result_file is None)
     if result_file is not None:
         official = steps.import_file(result_file, pre, pending.mine)
     elif data is not None:

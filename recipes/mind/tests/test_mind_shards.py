@@ -191,3 +191,23 @@ def test_an_unusable_cache_entry_is_said_once_and_its_sample_sent_to_process_py(
     assert len(said) == 1 and str(torn) in said[0], said
     assert len(process_py.calls[1]) == 1 and _rows(tmp_path / "B") == _rows(tmp_path / "A")
 
+
+def test_a_results_file_is_imported_again_in_another_run_directory(tmp_path: Path, layout: Layout,
+                                                                  write_result, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``-o results=FILE`` a second run directory took every sample from the sample cache, and its scorecard's
+    source said the file gave none of them (``n_expected`` 0) and held all five as "unexpected records"."""
+    cache = tmp_path / "sample-cache"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    options = {"gt": str(layout.gt_root), "results": str(write_result(list(RECORDS.values()))), "native": "0"}
+
+    def sources(out: str) -> list[tuple[int, list[str]]]:
+        cfg = RECIPE.config("my-model", out_dir=tmp_path / out, offline=True, options=options, env={})
+        assert run_recipe(cfg).exit_code == 0
+        card = json.loads((tmp_path / out / "scorecard.json").read_text())
+        return [(s["n_expected"], s["unexpected_records"]) for s in card["extra"]["official_sources"]]
+
+    assert sources("A") == sources("B") == [(5, [])]
+    assert not list(cache.glob("*/*.jsonl"))   # a record that assembles an imported file's scores is not kept
+    monkeypatch.setattr(run_module, "MIN_SECONDS", 0)   # a slow machine: each record took 10 ms or more, kept
+    assert sources("C") == sources("D") == [(5, [])]
+    assert len(list(cache.glob("*/*.jsonl"))) == len(RECORDS)
