@@ -192,8 +192,8 @@ def test_an_unusable_cache_entry_is_said_once_and_its_sample_sent_to_process_py(
     assert len(process_py.calls[1]) == 1 and _rows(tmp_path / "B") == _rows(tmp_path / "A")
 
 
-def test_a_results_file_is_imported_again_in_another_run_directory(tmp_path: Path, layout: Layout,
-                                                                  write_result, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_results_file_is_imported_again_in_another_run_directory(
+        tmp_path: Path, layout: Layout, write_result, monkeypatch: pytest.MonkeyPatch) -> None:
     """With ``-o results=FILE`` a second run directory took every sample from the sample cache, and its scorecard's
     source said the file gave none of them (``n_expected`` 0) and held all five as "unexpected records"."""
     cache = tmp_path / "sample-cache"
