@@ -1332,3 +1332,42 @@ def test_every_run_option_is_passed_to_a_stage_or_deliberately_not(recipe: Recip
     dropped = [p.name for p in params if p.name not in NOT_PASSED and not set(p.opts) & set(argv)]
     assert dropped == [], argv
     assert {"--option", "--offline"} <= set(argv) and set(NOT_PASSED) <= {p.name for p in params}
+
+
+@pytest.mark.parametrize("skip_doctor", [False, True])
+def test_a_checkpoint_typo_is_noted_once_across_the_host_and_its_stages(
+        client: FakeDockerClient, recipe: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        skip_doctor: bool) -> None:
+    """`run --checkpoint <typo> --runtime docker`: the host says the typo note (before --build and downloads) and
+    each stage's `pinbench run`, run here with the argv and environment its container got, says nothing more (the
+    note was said by the host and again in every stage's streamed output), with and without --skip-doctor."""
+    from typer.testing import CliRunner
+
+    import pinbench.ops.launch as launch
+    from pinbench import cli
+    from pinbench.ops import doctor
+
+    note = ("note: checkpoint 'Toy-Nan' is not one of toy-bench's (Toy-Nano) (did you mean 'Toy-Nano'?); a new "
+            "name is taken as your own model")
+    held: list[str | None] = []
+    monkeypatch.setattr(cli, "get_recipe", lambda name: recipe)
+    monkeypatch.setattr(docker_runtime, "docker_client", lambda: client)
+    monkeypatch.setattr(doctor, "diagnose", lambda recipe, cfg, **kwargs: [])
+    monkeypatch.setattr(launch, "run_recipe", lambda cfg, note=None: held.append(note))
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    skip = ["--skip-doctor"] * skip_doctor
+    outer = CliRunner().invoke(cli.app, ["run", recipe.name, "--checkpoint", "Toy-Nan", "--runtime", "docker",
+                                         "--out", str(tmp_path / "out"), "--offline", *skip])
+    assert outer.exit_code == 0, outer.output
+    said = outer.output.splitlines()
+    stages = [call for call in client.run_calls if _argv(call)[:2] == ["pinbench", "run"]]
+    assert len(stages) == 2
+    for n, call in enumerate(stages):   # the container's paths made this test's own
+        argv = [str(tmp_path / f"stage{n}") if arg == docker_runtime.OUT_MOUNT else arg for arg in _argv(call)[1:]]
+        env = {**call["environment"], "PINBENCH_CACHE": str(tmp_path / "cache"), "HF_HOME": str(tmp_path / "cache")}
+        stage = CliRunner().invoke(cli.app, argv, env=env)
+        assert stage.exit_code == 0, stage.output
+        said += stage.output.splitlines()
+    assert said.count(note) + held.count(note) == 1, (said, held)
+    assert note in outer.output and len(held) == 2

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
 
-from pinbench.core.config import RecipeError, RunConfig, gpu_devices
+from pinbench.core.config import CHECKPOINT_NOTED_ENV, RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import FileError, cache_root, open_regular, regular_sha256, shown_name
 from pinbench.core.options import OptionSpec
@@ -705,7 +705,8 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
         code = run_in_container(
             image, stage_argv(recipe, cfg, stage, options, network=allowed.network, skip_doctor=skip_doctor),
             stage=stage.name, mounts=mounts,
-            env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env, **samples_env},
+            env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token,
+                 CHECKPOINT_NOTED_ENV: "1", **env, **samples_env},
             gpus=devices if stage.gpus else 0, network_disabled=not allowed.network, user=user,
             token=environ.get("HF_TOKEN") if allowed.needs_token and allowed.network else None, shm_size="16g",
             run_dir=out_dir, client=client, log=log,
