@@ -1185,6 +1185,31 @@ def test_a_generator_folder_too_large_to_check_is_refused_saying_so(client: Fake
     assert _generate_call(recipe, cfg, client)["volumes"][str(model)]["mode"] == "ro"
 
 
+def test_a_generator_folder_whose_package_lists_name_too_many_files_is_refused_saying_so(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files a package's RECORD lists are not counted against ``MOUNT_CHECK_LIMIT``, so a RECORD naming
+    200,000 files had them all walked: past ``MOUNT_LISTED_LIMIT`` of them the folder is refused in one line."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "MOUNT_CHECK_LIMIT", 3)   # pkg/, its dist-info/ and RECORD: not past it
+    monkeypatch.setattr(docker_runtime, "MOUNT_LISTED_LIMIT", 4)
+    vendor = tmp_path / "vendor"
+    (vendor / "pkg").mkdir(parents=True)
+    for i in range(5):
+        (vendor / "pkg" / f"part{i}.py").write_text(str(i))
+    _record(vendor, "pkg")
+    recipe = _generating(tmp_path, client, ONE_STAGE)
+    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
+                        generator_options={"code": str(vendor)}, env={})
+    with pytest.raises(RecipeError, match=rf"^-g code: {re.escape(str(vendor))} is not mounted into the "
+                                          r"generator's container \(it holds more than 4 files installed packages "
+                                          r"list, too many to check each name for a secret's\); name the files it "
+                                          r"needs, or put them in --generator-image$"):
+        _generate_call(recipe, cfg, client)
+    (vendor / "pkg" / "part4.py").unlink()
+    assert _generate_call(recipe, cfg, client)["volumes"][str(vendor)]["mode"] == "ro"
+
+
 def test_a_model_folder_with_tokenizer_files_and_a_config_is_mounted(client: FakeDockerClient, tmp_path: Path) -> None:
     """The walk of a mounted folder refuses no model's own names: a tokenizer, its special tokens, a config, a
     nested folder's (text_encoder/config.json), a hidden cache folder."""
