@@ -1198,16 +1198,12 @@ def test_a_generator_folder_whose_package_lists_name_too_many_files_is_refused_s
     for i in range(5):
         (vendor / "pkg" / f"part{i}.py").write_text(str(i))
     _record(vendor, "pkg")
-    recipe = _generating(tmp_path, client, ONE_STAGE)
-    cfg = recipe.config("Toy", out_dir=tmp_path / "out", generator="python:my_model:make",
-                        generator_options={"code": str(vendor)}, env={})
-    with pytest.raises(RecipeError, match=rf"^-g code: {re.escape(str(vendor))} is not mounted into the "
-                                          r"generator's container \(it holds more than 4 files installed packages "
-                                          r"list, too many to check each name for a secret's\); name the files it "
-                                          r"needs, or put them in --generator-image$"):
-        _generate_call(recipe, cfg, client)
+    assert _mount_refusal(client, tmp_path, "code", vendor) == (
+        f"-g code: {vendor} is not mounted into the generator's container (it holds more than 4 files installed "
+        "packages list, too many to check each name for a secret's); name the files it needs, or put them in "
+        "--generator-image")
     (vendor / "pkg" / "part4.py").unlink()
-    assert _generate_call(recipe, cfg, client)["volumes"][str(vendor)]["mode"] == "ro"
+    assert _mount_mode(tmp_path, client, vendor) == "ro"
 
 
 def test_a_model_folder_with_tokenizer_files_and_a_config_is_mounted(client: FakeDockerClient, tmp_path: Path) -> None:

@@ -422,10 +422,10 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
     holding one. Source code, an installed package's files (``_package_files``, ``_packaged``) and a folder named
     .env (a virtualenv's name; a dotenv file is never a folder) are not: a project's venv holds google-auth's
     credentials.py. RecipeError past ``MOUNT_CHECK_LIMIT`` entries (a package's listed files not counted, its git
-    stores' logs/ and modules/ counted too), ``MOUNT_LISTED_LIMIT`` listed files or ``_WALK_DEPTH_MOST`` levels, which were not all checked, or for a
-    subfolder the walk may not enter: its names went unchecked, and the mount hands it whole (``refuse``: the mount's
-    refusal, one wording with the others). Names are ``shown_name``'s: a line break or undecodable bytes in one made
-    the line two, or one no terminal prints."""
+    stores' logs/ and modules/ counted too), ``MOUNT_LISTED_LIMIT`` listed files or ``_WALK_DEPTH_MOST`` levels,
+    which were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the mount
+    hands it whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s: a line
+    break or undecodable bytes in one made the line two, or one no terminal prints."""
     def unreadable(exc: OSError) -> NoReturn:
         refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
                f"names for a secret's: {exc.strerror}")
