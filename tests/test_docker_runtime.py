@@ -1185,6 +1185,27 @@ def test_a_generator_folder_too_large_to_check_is_refused_saying_so(client: Fake
     assert _generate_call(recipe, cfg, client)["volumes"][str(model)]["mode"] == "ro"
 
 
+def test_a_generator_folder_whose_package_lists_name_too_many_files_is_refused_saying_so(
+        client: FakeDockerClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files a package's RECORD lists are not counted against ``MOUNT_CHECK_LIMIT``, so a RECORD naming
+    200,000 files had them all walked: past ``MOUNT_LISTED_LIMIT`` of them the folder is refused in one line."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "MOUNT_CHECK_LIMIT", 3)   # pkg/, its dist-info/ and RECORD: not past it
+    monkeypatch.setattr(docker_runtime, "MOUNT_LISTED_LIMIT", 4)
+    vendor = tmp_path / "vendor"
+    (vendor / "pkg").mkdir(parents=True)
+    for i in range(5):
+        (vendor / "pkg" / f"part{i}.py").write_text(str(i))
+    _record(vendor, "pkg")
+    assert _mount_refusal(client, tmp_path, "code", vendor) == (
+        f"-g code: {vendor} is not mounted into the generator's container (it holds more than 4 files installed "
+        "packages list, too many to check each name for a secret's); name the files it needs, or put them in "
+        "--generator-image")
+    (vendor / "pkg" / "part4.py").unlink()
+    assert _mount_mode(tmp_path, client, vendor) == "ro"
+
+
 def test_a_model_folder_with_tokenizer_files_and_a_config_is_mounted(client: FakeDockerClient, tmp_path: Path) -> None:
     """The walk of a mounted folder refuses no model's own names: a tokenizer, its special tokens, a config, a
     nested folder's (text_encoder/config.json), a hidden cache folder."""
@@ -1332,3 +1353,42 @@ def test_every_run_option_is_passed_to_a_stage_or_deliberately_not(recipe: Recip
     dropped = [p.name for p in params if p.name not in NOT_PASSED and not set(p.opts) & set(argv)]
     assert dropped == [], argv
     assert {"--option", "--offline"} <= set(argv) and set(NOT_PASSED) <= {p.name for p in params}
+
+
+@pytest.mark.parametrize("skip_doctor", [False, True])
+def test_a_checkpoint_typo_is_noted_once_across_the_host_and_its_stages(
+        client: FakeDockerClient, recipe: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        skip_doctor: bool) -> None:
+    """`run --checkpoint <typo> --runtime docker`: the host says the typo note (before --build and downloads) and
+    each stage's `pinbench run`, run here with the argv and environment its container got, says nothing more (the
+    note was said by the host and again in every stage's streamed output), with and without --skip-doctor."""
+    from typer.testing import CliRunner
+
+    import pinbench.ops.launch as launch
+    from pinbench import cli
+    from pinbench.ops import doctor
+
+    note = ("note: checkpoint 'Toy-Nan' is not one of toy-bench's (Toy-Nano) (did you mean 'Toy-Nano'?); a new "
+            "name is taken as your own model")
+    held: list[str | None] = []
+    monkeypatch.setattr(cli, "get_recipe", lambda name: recipe)
+    monkeypatch.setattr(docker_runtime, "docker_client", lambda: client)
+    monkeypatch.setattr(doctor, "diagnose", lambda recipe, cfg, **kwargs: [])
+    monkeypatch.setattr(launch, "run_recipe", lambda cfg, note=None: held.append(note))
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    skip = ["--skip-doctor"] * skip_doctor
+    outer = CliRunner().invoke(cli.app, ["run", recipe.name, "--checkpoint", "Toy-Nan", "--runtime", "docker",
+                                         "--out", str(tmp_path / "out"), "--offline", *skip])
+    assert outer.exit_code == 0, outer.output
+    said = outer.output.splitlines()
+    stages = [call for call in client.run_calls if _argv(call)[:2] == ["pinbench", "run"]]
+    assert len(stages) == 2
+    for n, call in enumerate(stages):   # the container's paths made this test's own
+        argv = [str(tmp_path / f"stage{n}") if arg == docker_runtime.OUT_MOUNT else arg for arg in _argv(call)[1:]]
+        env = {**call["environment"], "PINBENCH_CACHE": str(tmp_path / "cache"), "HF_HOME": str(tmp_path / "cache")}
+        stage = CliRunner().invoke(cli.app, argv, env=env)
+        assert stage.exit_code == 0, stage.output
+        said += stage.output.splitlines()
+    assert said.count(note) + held.count(note) == 1, (said, held)
+    assert note in outer.output and len(held) == 2

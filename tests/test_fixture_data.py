@@ -219,6 +219,28 @@ def test_several_differences_are_one_line_naming_the_first_and_counting_the_rest
         f"writing it again"]
 
 
+@pytest.mark.parametrize("edit, hashed", [
+    (lambda root: None, ["sub/part.txt"]),                                         # names agree: the listed file
+    (lambda root: (root / "big.bin").write_bytes(b"x" * 4096), []),                # an extra name decides
+    (lambda root: (root / "sub" / "part.txt").rename(root / "sub" / "moved.txt"), []),   # a missing one too
+])
+def test_the_names_are_compared_before_any_file_is_hashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          edit: Callable[[Path], None], hashed: list[str]) -> None:
+    """A large stray file in the folder was hashed at every reuse: a name the stamp does not list (or one it lists
+    that is gone) decides without reading a file, and only the names the stamp lists are ever hashed."""
+    from pinbench.core import fixture_data
+
+    root = tmp_path / "fixture_data"
+    build_once(root, 1, _writer([]))
+    edit(root)
+    read: list[Path] = []
+    real = fixture_data.regular_sha256
+    monkeypatch.setattr(fixture_data, "regular_sha256", lambda path: read.append(Path(path)) or real(path))
+    build_once(root, 1, _writer([]))
+    checked = [path for path in read if path.is_relative_to(root)]   # not the rebuild's private folder
+    assert [path.relative_to(root).as_posix() for path in checked] == hashed
+
+
 @pytest.fixture
 def umask() -> Iterator[int]:
     old = os.umask(0o022)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pinbench.core.config import RecipeError, RunConfig, check_checkpoint_name
+from pinbench.core.config import CHECKPOINT_NOTED_ENV, RecipeError, RunConfig, check_checkpoint_name
 from pinbench.core.files import aligned, counted, counted_of
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
@@ -216,7 +216,8 @@ def _checkpoint_note(recipe: Recipe, checkpoint: str) -> str | None:
     so (any name is allowed, it scores your own model), or None. Said after the doctor, before anything is
     downloaded: a name the doctor refuses (paibench-c's own generator knows only its checkpoints) is said once, by
     it. Without the doctor the run holds the note until its preparation is done (``Run``), where a recipe's own
-    refusal of the name is that one line."""
+    refusal of the name is that one line. With ``--runtime docker`` the host says it and its stages do not
+    (``CHECKPOINT_NOTED_ENV``)."""
     from pinbench.core.options import did_you_mean
 
     if checkpoint in recipe.checkpoints:
@@ -413,7 +414,9 @@ def run(
                           lambda line: typer.echo(line, err=True), verbose=False)
             if code:
                 raise typer.Exit(code)
-        note = None if cfg.fixture else _checkpoint_note(recipe, cfg.checkpoint)
+        # a docker stage's run: the host said it, before --build and the downloads (it was said again per stage)
+        noted = cfg.fixture or os.environ.get(CHECKPOINT_NOTED_ENV) == "1"
+        note = None if noted else _checkpoint_note(recipe, cfg.checkpoint)
         if note and not (skip_doctor and cfg.runtime == "local"):
             typer.echo(note, err=True)
             note = None

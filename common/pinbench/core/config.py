@@ -50,6 +50,10 @@ def device_file_name(device: str) -> str:
     return device.replace("/", "_")
 
 
+# set by the docker runtime in its stages' environment: the host process said the checkpoint's typo note already
+CHECKPOINT_NOTED_ENV = "PINBENCH_CHECKPOINT_NOTED"
+
+
 def check_checkpoint_name(name: str) -> str:
     """A checkpoint name safe as a file name: letters, digits, ``.``, ``_``, ``-``; no leading dot, no ``..``."""
     problem = checkpoint_name_problem(name)

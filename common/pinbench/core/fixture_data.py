@@ -90,24 +90,33 @@ def _digests(folder: Path, stamp: str) -> dict[str, str]:
     """{path relative to ``folder``: SHA-256} of everything in it but the stamp and the folders; an entry that is
     not a regular file (a link, a FIFO) gets ``NOT_REGULAR``, never followed: a stamp never names one (the build
     refuses a writer that makes one), so a check of it fails."""
+    return {rel: regular_sha256(path) or NOT_REGULAR for rel, path in _entries(folder, stamp).items()}
+
+
+def _entries(folder: Path, stamp: str) -> dict[str, Path]:
+    """{path relative to ``folder``: path} of everything in it but the stamp and the folders, sorted."""
     found = {}
     for top, dirs, names in os.walk(folder):   # links to folders are listed in dirs, never walked into
         for name in [*names, *(d for d in dirs if os.path.islink(os.path.join(top, d)))]:
             path = Path(top, name)
             rel = path.relative_to(folder).as_posix()
             if rel != stamp:
-                found[rel] = regular_sha256(path) or NOT_REGULAR
+                found[rel] = path
     return dict(sorted(found.items()))
 
 
 def _differs(root: Path, stamp: str, expected: Any) -> str:
-    """What makes ``root``'s files other than the stamp's ``files`` names ('' when they agree), for one line."""
+    """What makes ``root``'s files other than the stamp's ``files`` names ('' when they agree), for one line. The
+    names decide first, reading no file (a large stray file was hashed at every reuse); only when they agree are
+    the files the stamp lists hashed."""
     if not isinstance(expected, dict):
         return f"it names no {FILES!r}"
-    found = _digests(root, stamp)
+    found = _entries(root, stamp)
     problems = [f"{rel} is missing" for rel in expected if rel not in found]
     problems += [f"{rel} is not in it" for rel in found if rel not in expected]
-    problems += [f"{rel} has other bytes" for rel in found if rel in expected and found[rel] != expected[rel]]
+    if not problems:
+        problems = [f"{rel} has other bytes" for rel, path in found.items()
+                    if (regular_sha256(path) or NOT_REGULAR) != expected[rel]]
     if not problems:
         return ""
     return problems[0] + (f", and {len(problems) - 1} more" if len(problems) > 1 else "")

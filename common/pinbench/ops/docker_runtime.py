@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any, NoReturn
 
-from pinbench.core.config import RecipeError, RunConfig, gpu_devices
+from pinbench.core.config import CHECKPOINT_NOTED_ENV, RecipeError, RunConfig, gpu_devices
 from pinbench.core.deploy import ContainerStage
 from pinbench.core.files import FileError, cache_root, open_regular, regular_sha256, shown_name
 from pinbench.core.options import OptionSpec
@@ -257,6 +257,10 @@ def generator_files(cfg: RunConfig, *, cwd: Path | None = None, image_flag: str 
 # thousands (10,100 names walked and checked in 0.33 s here: about 3 s at the limit); one past it is refused, never
 # mounted unchecked
 MOUNT_CHECK_LIMIT = 100_000
+# the most files installed packages' lists name (``_package_files``) walked past, not counted against it: a RECORD
+# naming 200,000 files had them all walked (4.6 s). A CUDA torch venv's lists name 36,248 of its 52,778 files: four
+# such environments fit
+MOUNT_LISTED_LIMIT = 150_000
 
 
 def _secret_folder(source: Path) -> Path | None:
@@ -418,22 +422,25 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
     holding one. Source code, an installed package's files (``_package_files``, ``_packaged``) and a folder named
     .env (a virtualenv's name; a dotenv file is never a folder) are not: a project's venv holds google-auth's
     credentials.py. RecipeError past ``MOUNT_CHECK_LIMIT`` entries (a package's listed files not counted, its git
-    stores' logs/ and modules/ counted too) or ``_WALK_DEPTH_MOST`` levels, which were not all checked, or for a
-    subfolder the walk may not enter: its names went unchecked, and the mount hands it whole (``refuse``: the mount's
-    refusal, one wording with the others). Names are ``shown_name``'s: a line break or undecodable bytes in one made
-    the line two, or one no terminal prints."""
+    stores' logs/ and modules/ counted too), ``MOUNT_LISTED_LIMIT`` listed files or ``_WALK_DEPTH_MOST`` levels,
+    which were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the mount
+    hands it whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s: a line
+    break or undecodable bytes in one made the line two, or one no terminal prints."""
     def unreadable(exc: OSError) -> NoReturn:
         refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
                f"names for a secret's: {exc.strerror}")
 
-    seen, listed = 0, {}   # listed: the package files its folders' lists name, with their hashes
+    seen, packaged, listed = 0, 0, {}   # listed: the package files its folders' lists name, with their hashes
 
-    def counted(names: int) -> None:   # the folder's own walk's and its git stores' modules/ walks' names together
-        nonlocal seen
-        seen += names
+    def counted(names: int, package_files: int = 0) -> None:   # the folder's own walk's and its git stores' modules/
+        nonlocal seen, packaged                                 # walks' names together; its packages' listed files
+        seen, packaged = seen + names, packaged + package_files
         if seen > MOUNT_CHECK_LIMIT:
             refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
                    "secret's")
+        if packaged > MOUNT_LISTED_LIMIT:
+            refuse(f"it holds more than {MOUNT_LISTED_LIMIT} files installed packages list, too many to check each "
+                   "name for a secret's")
 
     if not source.is_dir():
         return None
@@ -446,7 +453,8 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
         listed.update(_package_files(top, folders, source, refuse))
         folders[:] = [name for name in folders if not _public_folder(top, name, files)]
-        counted(len(folders) + sum(os.path.join(top, name) not in listed for name in files))
+        ours = sum(os.path.join(top, name) in listed for name in files)
+        counted(len(folders) + len(files) - ours, ours)
         found = sorted([name for name in folders if name != ".env" and is_secret_file(name)
                         and not _packaged(os.path.join(top, name), listed, folder=True)] + [
             name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)
@@ -705,7 +713,8 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
         code = run_in_container(
             image, stage_argv(recipe, cfg, stage, options, network=allowed.network, skip_doctor=skip_doctor),
             stage=stage.name, mounts=mounts,
-            env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token, **env, **samples_env},
+            env={"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, TOKEN_ENV: lock_token,
+                 CHECKPOINT_NOTED_ENV: "1", **env, **samples_env},
             gpus=devices if stage.gpus else 0, network_disabled=not allowed.network, user=user,
             token=environ.get("HF_TOKEN") if allowed.needs_token and allowed.network else None, shm_size="16g",
             run_dir=out_dir, client=client, log=log,
