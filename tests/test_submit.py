@@ -560,6 +560,43 @@ def test_the_cli_refuses_in_one_line_and_the_dry_run_writes_scripts(tmp_path: Pa
     assert not (tmp_path / "r" / "slurm" / "submissions.jsonl").exists()
 
 
+@pytest.mark.parametrize("skip_doctor", [False, True])
+def test_a_checkpoint_typo_is_noted_once_by_the_submission_not_by_each_job(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, skip_doctor: bool) -> None:
+    """`submit --checkpoint <typo>`: the submitting process says the typo note, and each job's `pinbench run`, run
+    here with the argv and environment its script gives it, says nothing more (each array task and the finish job
+    said it in its own log, and the submission said nothing)."""
+    import pinbench.ops.launch as launch
+    from pinbench.ops import doctor
+    from pinbench.ops.job_command import SHARD_INDEX
+
+    recipe = toy_recipe(tmp_path)
+    note = ("note: checkpoint 'Toy-Nan' is not one of toy-bench's (Toy-Nano) (did you mean 'Toy-Nano'?); a new "
+            "name is taken as your own model")
+    held: list[str | None] = []
+    monkeypatch.setattr(cli, "get_recipe", lambda name: recipe)
+    monkeypatch.setattr(doctor, "diagnose", lambda recipe, cfg, **kwargs: [])
+    monkeypatch.setattr(launch, "run_recipe", lambda cfg, note=None: held.append(note))
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "r"
+    skip = ["--skip-doctor"] * skip_doctor
+    result = runner.invoke(cli.app, ["submit", recipe.name, "--shards", "2", "--checkpoint", "Toy-Nan", "--out",
+                                     str(out), "--dry-run", *skip])
+    assert result.exit_code == 0, result.output
+    said = result.output.splitlines()
+    scripts = sorted((out / "slurm").glob("*.sbatch"))
+    assert len(scripts) == 2
+    for script in scripts:
+        commands = _commands(script.read_text())
+        env = dict(pair.split("=", 1) for argv in commands if argv[0] == "export" for pair in argv[1:])
+        argv = ["0/2" if arg == f"{SHARD_INDEX}/2" else arg for arg in _command(script.read_text(), "run")[1:]]
+        job = runner.invoke(cli.app, argv, env=env)
+        assert job.exit_code == 0, job.output
+        said += job.output.splitlines()
+    assert said.count(note) + held.count(note) == 1, (said, held)
+    assert note in result.output and len(held) == 2
+
+
 def test_a_run_directory_of_another_recipe_checkpoint_or_mode_is_refused_before_anything_is_written(
         tmp_path: Path) -> None:
     """Every job would be refused there. Before, ``submit`` wrote its scripts into the other run's ``slurm/``

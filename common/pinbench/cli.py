@@ -217,7 +217,7 @@ def _checkpoint_note(recipe: Recipe, checkpoint: str) -> str | None:
     downloaded: a name the doctor refuses (paibench-c's own generator knows only its checkpoints) is said once, by
     it. Without the doctor the run holds the note until its preparation is done (``Run``), where a recipe's own
     refusal of the name is that one line. With ``--runtime docker`` the host says it and its stages do not
-    (``CHECKPOINT_NOTED_ENV``)."""
+    (``CHECKPOINT_NOTED_ENV``), as ``pinbench submit`` does and its jobs do not."""
     from pinbench.core.options import did_you_mean
 
     if checkpoint in recipe.checkpoints:
@@ -689,6 +689,10 @@ def submit(
             line.replace("`pinbench run ...", "`pinbench submit ..."), err=True), verbose=False)
         if code:
             raise typer.Exit(code)
+        # said here, once: the jobs are told not to (``PhaseJob.job_env``), each said it in its own log
+        note = None if fixture else _checkpoint_note(request.recipe, the_plan.phases[0].job.cfg.checkpoint)
+        if note:
+            typer.echo(note, err=True)
         if dry_run:
             for script in write_scripts(the_plan):
                 _echo(f"wrote {script}")

@@ -50,7 +50,8 @@ def device_file_name(device: str) -> str:
     return device.replace("/", "_")
 
 
-# set by the docker runtime in its stages' environment: the host process said the checkpoint's typo note already
+# set by the docker runtime in its stages' environment and by submit in its jobs': the process that started them said
+# the checkpoint's typo note already
 CHECKPOINT_NOTED_ENV = "PINBENCH_CHECKPOINT_NOTED"
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.core.config import RunConfig
+from pinbench.core.config import CHECKPOINT_NOTED_ENV, RunConfig
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.recipe import Recipe
@@ -144,6 +144,12 @@ class PhaseJob:
         found += [(host, target, True) for host, target in self.generator_mounts]
         return found + [(host, target, False) for host, target in self.sample_cache_mounts]
 
+    @property
+    def job_env(self) -> dict[str, str]:
+        """The variables every job's ``pinbench run`` gets besides the cache's: the sample cache's, and
+        ``CHECKPOINT_NOTED_ENV`` (``pinbench submit`` said the checkpoint's typo note; each job said it again)."""
+        return {**self.sample_cache_env, CHECKPOINT_NOTED_ENV: "1"}
+
     def inputs(self) -> dict[str, str]:
         return {name: f"{INPUTS_MOUNT}/{name}" for name in self.path_options & set(self.options)}
 
@@ -151,7 +157,7 @@ class PhaseJob:
 def command_lines(job: PhaseJob, container: str, *, pinbench: Sequence[str], image: Image | None) -> list[str]:
     """The shell lines that run ``job`` the chosen way (``pinbench`` is the checkout's program for ``none``)."""
     if container == "none":
-        env = {"PINBENCH_CACHE": str(job.cache), **job.sample_cache_env}
+        env = {"PINBENCH_CACHE": str(job.cache), **job.job_env}
         lines = [*job.env_lines(), "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())]
         return [*lines, shell_line(job.run_argv(pinbench, out=str(job.cfg.out_dir)))]
     inner = job.run_argv(["pinbench"], out=OUT_MOUNT, inputs=job.inputs())
@@ -167,7 +173,7 @@ def in_container(job: PhaseJob, container: str, image: Image | None, inner: list
     if container == "docker":
         return _docker(job, image, inner, gpus)
     env = {"PINBENCH_CACHE": CACHE_MOUNT, "HF_HOME": CACHE_MOUNT, IMAGE_DIGEST_ENV: image.digest or image.ref,
-           **job.sample_cache_env}
+           **job.job_env}
     if container == "pyxis":
         mounts = ",".join(f"{host}:{target}{':ro' if ro else ''}" for host, target, ro in job.mounts())
         argv = ["srun", "--ntasks=1", f"--container-image={image.ref}", f"--container-mounts={mounts}",
@@ -188,7 +194,7 @@ def _docker(job: PhaseJob, image: Image, inner: list[str], gpus: bool) -> list[s
     argv += [Word(DOCKER_GPUS)] if gpus else []
     for host, target, ro in job.mounts():
         argv += ["--volume", f"{host}:{target}{':ro' if ro else ''}"]
-    for key, value in (("PINBENCH_CACHE", CACHE_MOUNT), ("HF_HOME", CACHE_MOUNT), *job.sample_cache_env.items()):
+    for key, value in (("PINBENCH_CACHE", CACHE_MOUNT), ("HF_HOME", CACHE_MOUNT), *job.job_env.items()):
         argv += ["--env", f"{key}={value}"]
     argv += [Word(f'--env {IMAGE_DIGEST_ENV}="$DIGEST"')]
     if not job.stage.network:
