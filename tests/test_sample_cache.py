@@ -133,6 +133,22 @@ def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tm
                     "sample cache: more unusable entries of this step, not named; each computed again"]
 
 
+def test_pending_asked_twice_still_holds_what_it_found_for_compute(toy: Recipe, tmp_path: Path, cache: Path) -> None:
+    """A recipe asking ``run.pending`` twice before ``compute`` (the second call took what the first held and held
+    nothing): a prune between them and ``compute`` then left ``compute`` to compute again every sample the external
+    tool had not been sent, where MIND's results step fails each."""
+    def assembled(task: dict) -> dict:
+        return {"f1": 0.5 + 0.1 * task["x"]}
+    Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "a", limit=4, env={})).compute(TASKS, assembled, min_seconds=0)
+    other = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "b", limit=4, env={}))
+    for _ in range(2):
+        assert [t["sample_id"] for t in other.pending(TASKS).cached] == ["s0", "s1", "s2", "s3"]
+    assert prune(cache, 0).removed == 4
+    calls: list = []
+    second = other.compute(TASKS, lambda task: calls.append(task) or assembled(task), min_seconds=0)
+    assert (second.n_cached, calls) == (4, [])
+
+
 def test_a_planted_record_of_another_sample_id_is_no_hit(toy: Recipe, tmp_path: Path, cache: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """A sound record naming s1 at s0's key, of s0's inputs and code (only a planted one: the hash covers the id): it

@@ -213,9 +213,10 @@ class SampleCache:
         a planted one does; taken, it ended the run with "duplicate sample ids" and stayed in the run's store).
         With ``hold`` (``Run.pending``), what it finds, a record or none, is what this key's next call takes: a
         prune between the two removed a record the first had found, and the external tool, not sent that sample,
-        left it failed; and an unusable entry was named by each."""
+        left it failed; and an unusable entry was named by each. A held call keeps it held (``pending`` asked
+        twice)."""
         if task_hash in self._held:
-            return self._held.pop(task_hash)
+            return self._held[task_hash] if hold else self._held.pop(task_hash)
         stored = self.get(task_hash)
         if stored is not None and stored.data["sample_id"] != sample_id:
             self._say(f"{self._path(self.key(task_hash))}: the record of {stored.data['sample_id']!r} is not of "
