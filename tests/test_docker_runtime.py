@@ -1199,9 +1199,9 @@ def test_a_generator_folder_whose_package_lists_name_too_many_files_is_refused_s
         (vendor / "pkg" / f"part{i}.py").write_text(str(i))
     _record(vendor, "pkg")
     assert _mount_refusal(client, tmp_path, "code", vendor) == (
-        f"-g code: {vendor} is not mounted into the generator's container (it holds more than 4 files installed "
-        "packages list, too many to check each name for a secret's); name the files it needs, or put them in "
-        "--generator-image")
+        f"-g code: {vendor} is not mounted into the generator's container (it holds more than 4 files that its "
+        "installed packages list, too many to check each name for a secret's); name the files it needs, or put them "
+        "in --generator-image")
     (vendor / "pkg" / "part4.py").unlink()
     assert _mount_mode(tmp_path, client, vendor) == "ro"
 

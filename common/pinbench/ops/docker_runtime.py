@@ -439,8 +439,8 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
             refuse(f"it holds more than {MOUNT_CHECK_LIMIT} files and folders, too many to check each name for a "
                    "secret's")
         if packaged > MOUNT_LISTED_LIMIT:
-            refuse(f"it holds more than {MOUNT_LISTED_LIMIT} files installed packages list, too many to check each "
-                   "name for a secret's")
+            refuse(f"it holds more than {MOUNT_LISTED_LIMIT} files that its installed packages list, too many to "
+                   "check each name for a secret's")
 
     if not source.is_dir():
         return None
