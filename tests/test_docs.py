@@ -155,7 +155,9 @@ _INTERNAL_ENV = {"PINBENCH_RUN_LOCK": "the run directory's lock token, handed to
                  "HF_DATASETS_OFFLINE": "set for an --offline run's generator process (``offline_env``)",
                  "PINBENCH_IMAGE_": "the prefix of the PINBENCH_IMAGE_* variables the environment table names",
                  "PINBENCH_SECRET_VALUES": "secret-named -g values a run keeps secret, for the processes it starts",
-                 "PINBENCH_SECRET_": "the prefix of the variables submit hands sbatch for the secret -g values"}
+                 "PINBENCH_SECRET_": "the prefix of the variables submit hands sbatch for the secret -g values",
+                 "PINBENCH_CHECKPOINT_NOTED": "set for a docker stage's or a job's run: its starter said the "
+                                              "checkpoint's typo note"}
 
 
 def test_every_variable_the_library_reads_is_in_the_environment_table() -> None:
