@@ -90,7 +90,12 @@ def _digests(folder: Path, stamp: str) -> dict[str, str]:
     """{path relative to ``folder``: SHA-256} of everything in it but the stamp and the folders; an entry that is
     not a regular file (a link, a FIFO) gets ``NOT_REGULAR``, never followed: a stamp never names one (the build
     refuses a writer that makes one), so a check of it fails."""
-    return {rel: regular_sha256(path) or NOT_REGULAR for rel, path in _entries(folder, stamp).items()}
+    return {rel: _digest(path) for rel, path in _entries(folder, stamp).items()}
+
+
+def _digest(path: Path) -> str:
+    """The SHA-256 of a regular file, ``NOT_REGULAR`` for any other entry (never followed)."""
+    return regular_sha256(path) or NOT_REGULAR
 
 
 def _entries(folder: Path, stamp: str) -> dict[str, Path]:
@@ -116,7 +121,7 @@ def _differs(root: Path, stamp: str, expected: Any) -> str:
     problems += [f"{rel} is not in it" for rel in found if rel not in expected]
     if not problems:
         problems = [f"{rel} has other bytes" for rel, path in found.items()
-                    if (regular_sha256(path) or NOT_REGULAR) != expected[rel]]
+                    if _digest(path) != expected[rel]]
     if not problems:
         return ""
     return problems[0] + (f", and {len(problems) - 1} more" if len(problems) > 1 else "")
