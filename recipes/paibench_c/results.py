@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pinbench.core.inputs import InputKey
 from pinbench.core.scorecard import NEVER_COMPUTED, MetricSpec
 from pinbench.core.task import Task
 from pinbench_recipes.paibench_c.metrics_json import EVALUATOR_METRICS, NULL_VALUE, ModalityMetrics
@@ -25,9 +26,20 @@ AGREEMENT_TOLERANCE = {"canny_f1_score": 1e-6, "canny_precision": 1e-6, "canny_r
 
 @dataclass(frozen=True, slots=True)
 class ScoredTask(Task):
-    """A task as the evaluator scored it: the SHA-256 of its generated video per modality."""
+    """A task as the evaluator scored it: the SHA-256 of its generated video per modality, the GT files it was
+    scored against (video, caption) and what else changes its values (``gt`` policy, the GT work directory's key:
+    dataset revision x evaluator commit x build, ``native``, ``decoder``). Its record is reused, from this run
+    directory or the sample cache, only for the same."""
 
     videos: dict[str, str | None]
+    gt: dict[str, InputKey]
+    options: dict[str, Any]
+
+
+def evaluated(result: Mapping[str, Any]) -> bool:
+    """Whether a stored result may stand for its task: no modality of it failed as a whole (the evaluator's run
+    failed, or the video was not valid), which a later run tries again; a null value is the evaluator's answer."""
+    return all("/" in key for key in result.get("errors", {}))
 
 
 def metric_specs(modalities: Sequence[str], *, native: bool, native_seg: Collection[str] | None = None,

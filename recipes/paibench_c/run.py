@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -51,7 +51,7 @@ from pinbench_recipes.paibench_c.generate import (
 )
 from pinbench_recipes.paibench_c.metrics_json import ModalityMetrics
 from pinbench_recipes.paibench_c.native_metrics import NativeTask, native_sample, seg_pkls
-from pinbench_recipes.paibench_c.results import ScoredTask, cross_check, metric_specs, task_result
+from pinbench_recipes.paibench_c.results import ScoredTask, cross_check, evaluated, metric_specs, task_result
 
 NATIVE_VERSION = 1   # bump when the native cross-check changes, so stored native scores are recomputed
 FRAMEWORK_STAMP = ".pinbench-commit"   # written by Dockerfile.generate into the framework checkout
@@ -110,13 +110,30 @@ def run(run: Run) -> RunOutcome:
                          for m in options.modalities}
         validity.save()
         evaluator, weights, gt = prepare_evaluator(cfg, pins, inputs)
-        modality_errors = evaluate.score_all(cfg, evaluator, gt, collected, task_ids, gpu_ids(cfg))
+        with run.digests() as digests:
+            scored = [ScoredTask(t.task_id, {m: collected[m][t.task_id].sha256 for m in options.modalities},
+                                 gt={"video": digests.key(inputs.dataset_dir / t.video_path, inputs.dataset_dir),
+                                     "caption": digests.key(inputs.dataset_dir / "captions" / f"{t.task_id}.json",
+                                                            inputs.dataset_dir)},
+                                 options={"gt": options.gt, "gt_key": gt.key, "native": options.native,
+                                          "decoder": options.decoder})
+                      for t in inputs.tasks]
+        # a task whose record another run directory kept in the sample cache (same videos, GT, options and code)
+        # is neither evaluated nor cross-checked again: a second --out evaluated every video once per modality
+        held = run.pending(scored, validate=evaluated)
+        cached = {t.sample_id for t in held.cached}
+        fresh = [t for t in task_ids if t not in cached]   # the evaluator scores a folder: all of it, or none
+        if cached:
+            print(f"evaluator: {counted(len(task_ids), 'task')}: {len(cached)} reused from the sample cache (an "
+                  f"earlier run's evaluation and cross-check), {len(fresh)} to evaluate", file=sys.stderr, flush=True)
+        modality_errors = evaluate.score_all(cfg, evaluator, gt, collected, task_ids, gpu_ids(cfg)) if fresh else {}
 
     # 4. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
     with run.step("score"):
-        parsed = evaluate.parse_all(cfg.out_dir, options.modalities, task_ids, modality_errors, evaluator.metrics)
+        parsed = (evaluate.parse_all(cfg.out_dir, options.modalities, task_ids, modality_errors, evaluator.metrics)
+                  if fresh else dict.fromkeys(options.modalities))
     with run.step("native"):
-        native = native_all(run, inputs, gt, collected, parsed) if options.native else {}
+        native = native_all(run, inputs, gt, collected, parsed, fresh) if options.native and fresh else {}
 
     # 5. Scorecard, diff against the reference for this checkpoint and mode, report.
     requested = {t: [f"{m}.{t}" for m in options.modalities] for t in task_ids}
@@ -131,11 +148,13 @@ def run(run: Run) -> RunOutcome:
             not_made[t] = NotGenerated(why[0])
     # a task none of whose rollouts any run generated (its generation shard never ran, a --limit short of it) counts
     # missing, as MIND's and RememBench's samples do (Run.store)
-    records = run.store([ScoredTask(t, {m: collected[m][t].sha256 for m in options.modalities}) for t in task_ids],
-                        {**results, **not_made}, label="scorecard", requests=requested)
+    records = run.store(scored, {**results, **not_made}, label="scorecard", requests=requested, pending=held)
+    stored = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
     extra = {
-        "cross_check": cross_check(options.modalities, results) if options.native else None,
+        "cross_check": cross_check(options.modalities, stored) if options.native else None,
+        # this run's evaluation only: the tasks taken from the sample cache were scored by an earlier run's
         "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},
+        "from_sample_cache": sorted(cached),
         "evaluator_unexpected": {m: p.unexpected for m, p in parsed.items() if p is not None and p.unexpected},
         "modality_errors": modality_errors,
         "problems": problems,
@@ -257,14 +276,15 @@ def native_seg_modalities(options: OptionValues, gt: evaluate.GTCache) -> list[s
 
 def native_all(run: Run, inputs: Inputs, gt: evaluate.GTCache,
                collected: Mapping[str, Mapping[str, Collected]],
-               parsed: Mapping[str, ModalityMetrics | None]) -> dict[str, dict[str, Any]]:
-    """The CPU cross-check for every task (resumable under ``native/``): Canny, blur SSIM, seg arithmetic."""
+               parsed: Mapping[str, ModalityMetrics | None], task_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The CPU cross-check of the tasks ``task_ids`` (resumable under ``native/``): Canny, blur SSIM, seg
+    arithmetic."""
     options = run.options
     seg_modalities = native_seg_modalities(options, gt)
     run_dir = run.out_dir
     tasks = []
     with run.digests() as digests:
-        for task in inputs.tasks:
+        for task in (t for t in inputs.tasks if t.task_id in task_ids):
             preds, seg, shas = {}, {}, {}
             for modality in options.modalities:
                 c = collected[modality][task.task_id]

@@ -78,6 +78,7 @@ from pinbench.core.runner import (
     Validator,
     error_line,
     holds_records,
+    input_hash,
     lost_text,
     merge_samples,
     missing_error,
@@ -318,13 +319,20 @@ class Run:
                                   validate=validate, step=label, batch_size=batch_size, batch_fn=batch_fn,
                                   progress=progress, cache=samples)
         # device workers store into their own copies of ``samples``: this one's count stays 0
-        if samples is not None and (samples.stored > kept or devices and summary.n_done):
-            pruned = prune(samples.root, size_bound())
-            if pruned.unlisted:
-                print(f"sample cache: {pruned.unlisted}; not pruned to its bound", file=sys.stderr, flush=True)
-            if pruned.unentered:
-                print(f"sample cache: {pruned.unentered_line()}", file=sys.stderr, flush=True)
+        if samples is not None:
+            self._bound(samples, samples.stored > kept or bool(devices and summary.n_done))
         return summary
+
+    @staticmethod
+    def _bound(samples: SampleCache, stored: bool) -> None:
+        """Prune the sample cache to its bound once a step ``stored`` something there."""
+        if not stored:
+            return
+        pruned = prune(samples.root, size_bound())
+        if pruned.unlisted:
+            print(f"sample cache: {pruned.unlisted}; not pruned to its bound", file=sys.stderr, flush=True)
+        if pruned.unentered:
+            print(f"sample cache: {pruned.unentered_line()}", file=sys.stderr, flush=True)
 
     def gather(self, tasks: Sequence[Task], summary: RunSummary | None = None, *, folder: str = "",
                validate: Validator | None = None, requests: Mapping[str, Sequence[str]] | None = None
@@ -370,26 +378,37 @@ class Run:
                              validate=validate, cache=self.sample_cache(folder, part) if cache else None)
 
     def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,
-              folder: str = "", label: str = "results", requests: Mapping[str, Sequence[str]] | None = None
-              ) -> list[SampleRecord]:
+              folder: str = "", label: str = "results", requests: Mapping[str, Sequence[str]] | None = None,
+              pending: Pending | None = None) -> list[SampleRecord]:
         """Store results an external tool computed (ok, or an exception saying why the sample failed) for this
         shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record.
+
+        ``pending``: what ``pending`` found for ``tasks`` before the tool ran: a task whose record only the sample
+        cache held (``cached``: not sent to the tool) takes that record, and every new ok record is kept there
+        (``min_seconds=0``: the record is all the tool's cost), so another run directory sends the tool none of them.
 
         ``requests``: each sample's generation requests, where they are not the one of its own id (PAI-Bench-C's
         task: one per modality). A sample none of whose rollouts any run generated (``never_generated``) is stored as
         the stand-in ``gather`` makes of it, whatever the tool said of it (its values are of no rollout): the store
         alone then says it counts missing (``pinbench status`` while no ``samples.jsonl`` says so), not failed."""
+        cache = None if pending is None else self.sample_cache(folder, min_seconds=0)
+        cached = {task.sample_id for task in pending.cached} if pending is not None else set()
         log = self.log(tasks, folder=folder, label=label)
         for task in log.mine:
             sid = task.sample_id
             never = self._never_generated(sid, requests)
             result = results.get(sid, KeyError(f"{sid}: no result"))
+            found = cache.record_of(sid, input_hash(task)) if cache is not None and sid in cached else None
             if never is not None:
                 log.record(sid, None, error=missing_error([never]))
+            elif found is not None:
+                log.record(sid, found.data["result"], reused=True)
             elif isinstance(result, BaseException):
                 log.record(sid, None, error=error_line(result))
-            else:
-                log.record(sid, result, reused=True)
+            elif (record := log.record(sid, result, reused=True)).ok and cache is not None:
+                cache.put(record.input_hash, record.to_bytes())
+        if cache is not None:
+            self._bound(cache, cache.stored > 0)
         return self.gather(tasks, log.close(), folder=folder, requests=requests)
 
     def generate(self, requests: Sequence[Request], *, folder: str = ROLLOUTS,

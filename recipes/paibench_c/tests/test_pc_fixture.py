@@ -172,3 +172,25 @@ def test_options_the_fixture_does_not_use_are_refused() -> None:
         value = {"launch": "torchrun", "evaluator_weights": "on"}.get(option, "1")
         with pytest.raises(RecipeError, match=f"-o {option} does not apply to paibench-c --fixture runs"):
             recipe.config(fixture=True, options={option: value}, env={})
+
+
+def test_a_second_out_takes_the_evaluation_from_the_sample_cache(tmp_path: Path, monkeypatch, capfd) -> None:
+    """Issue #28 item 3: another --out over the same videos, GT, options and code evaluates nothing (the evaluator
+    double writes no metrics.json there, no cross-check runs) and scores what the first run scored; the scorecard
+    names the tasks taken from the cache and gives no evaluator summary of its own. An option that changes values
+    (the cross-check's decoder) evaluates again."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "sample-cache"))
+    first, second, other = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    assert run_recipe(_cfg(first)).exit_code == 0
+    capfd.readouterr()
+    assert run_recipe(_cfg(second)).exit_code == 0
+    said = capfd.readouterr().err
+    assert "evaluator: 4 tasks: 4 reused from the sample cache" in said and "native cross-check" not in said
+    assert not any((second / m / "metrics.json").exists() for m in MODALITIES)
+    assert _per_sample(second) == _per_sample(first)   # the same per-sample scores
+    card = json.loads((second / "scorecard.json").read_text())
+    assert card["extra"]["from_sample_cache"] == TASKS and card["extra"]["evaluator_global"] == {}
+    assert card["extra"]["cross_check"] == json.loads((first / "scorecard.json").read_text())["extra"]["cross_check"]
+    assert run_recipe(_cfg(other, options={"decoder": "pyav"})).exit_code == 0
+    assert all((other / m / "metrics.json").is_file() for m in MODALITIES)
+    assert json.loads((other / "scorecard.json").read_text())["extra"]["from_sample_cache"] == []

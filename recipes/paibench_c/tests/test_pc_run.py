@@ -323,7 +323,7 @@ def test_the_native_cross_check_keys_its_videos_by_place_under_their_roots(tmp_p
                          for t in tasks} for m in MODALITIES}
         inputs = Inputs(out / "fixture_data" / "tasks.json", tasks, out / "fixture_data" / "dataset", None)
         results = native_all(Run(recipe, cfg), inputs, GTCache(out / "gt" / "k", "k"), collected,
-                             dict.fromkeys(MODALITIES))  # no evaluator ran: no seg arithmetic
+                             dict.fromkeys(MODALITIES), {t.task_id for t in tasks})  # no evaluator ran: no seg
         assert sorted(results) == sorted(t.task_id for t in tasks)
         stored.append(load_records(out / "native"))
     here, there = stored
@@ -361,7 +361,7 @@ def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_p
         inputs = Inputs(out / "fixture_data" / "tasks.json", tasks, out / "fixture_data" / "dataset", None)
         shutil.rmtree(out / "native")
         results = native_all(Run(recipe, cfg), inputs, GTCache(gt_root, gt_root.name), collected,
-                             dict.fromkeys(MODALITIES, "parsed"))   # as if the evaluator's metrics were read
+                             dict.fromkeys(MODALITIES, "parsed"), {t.task_id for t in tasks})   # metrics read
         assert all(f"{m}/native/seg_m_iou" in results[t.task_id] for t in tasks for m in MODALITIES)
         stored.append(load_records(out / "native"))
         gts.append(gt_root)
