@@ -119,8 +119,9 @@ def run(run: Run) -> RunOutcome:
                                           "decoder": options.decoder})
                       for t in inputs.tasks]
         # a task whose record another run directory kept in the sample cache (same videos, GT, options and code)
-        # is neither evaluated nor cross-checked again: a second --out evaluated every video once per modality
-        held = run.pending(scored, validate=evaluated)
+        # is neither evaluated nor cross-checked again: a second --out evaluated every video once per modality.
+        # Not under gt=force: it asks for the GT computed again, which the cross-check's seg arithmetic then reads
+        held = run.pending(scored, validate=evaluated, cache=options.gt == "reuse")
         cached = {t.sample_id for t in held.cached}
         fresh = [t for t in task_ids if t not in cached]   # the evaluator scores a folder: all of it, or none
         if cached:

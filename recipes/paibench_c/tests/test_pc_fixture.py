@@ -194,3 +194,17 @@ def test_a_second_out_takes_the_evaluation_from_the_sample_cache(tmp_path: Path,
     assert run_recipe(_cfg(other, options={"decoder": "pyav"})).exit_code == 0
     assert all((other / m / "metrics.json").is_file() for m in MODALITIES)
     assert json.loads((other / "scorecard.json").read_text())["extra"]["from_sample_cache"] == []
+
+
+def test_gt_force_evaluates_again_whatever_the_sample_cache_holds(tmp_path: Path, monkeypatch) -> None:
+    """-o gt=force asks for the GT computed again: a second --out evaluates (and cross-checks the seg arithmetic
+    against the GT it computed) rather than take an earlier run's records, whose seg metrics it would otherwise drop
+    (no GT computed in the run)."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "sample-cache"))
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert run_recipe(_cfg(first, options={"gt": "force"})).exit_code == 0
+    assert run_recipe(_cfg(second, options={"gt": "force"})).exit_code == 0
+    assert all((second / m / "metrics.json").is_file() for m in MODALITIES)
+    cards = [json.loads((d / "scorecard.json").read_text()) for d in (first, second)]
+    assert cards[1]["extra"]["from_sample_cache"] == []
+    assert sorted(cards[1]["metrics"]) == sorted(cards[0]["metrics"])
