@@ -387,6 +387,12 @@ def test_redact_of_an_object_s_json_text_keeps_and_hides_what_scrub_of_the_objec
     assert scrub(shown) == shown and redact(json.dumps(shown)) == json.dumps(shown)
     assert scrub(hidden) == dict.fromkeys(hidden, "***")
     assert redact(json.dumps(hidden)) == '{"hf_token": "***", "api_key": "***", "secret_key": "***"}'
+    # secrets74: the object's Python repr (single quotes, as a log prints a dict) agrees with its JSON text ("pad_token"
+    # kept its field's value in JSON, lost it in the repr); a double-quoted value after a single-quoted name and a
+    # quoted value after '=' stay values
+    assert redact(repr(shown)) == repr(shown) and redact(repr(hidden)) == repr(dict.fromkeys(hidden, "***"))
+    assert redact("""{'pad_token': "tokenizer.eos_token"} pad_token='tokenizer.eos_token'""") == (
+        """{'pad_token': "***"} pad_token='***'""")
 
 
 def test_a_view_scrubber_redacts_what_scrub_does_where_json_escapes_hide_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -180,11 +180,12 @@ _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
 # An unquoted dotted name of lower-case letters and '_' after a token's name is code, no value: a tokenizer's attribute
 # (tokenizer.pad_token = tokenizer.eos_token hid 'tokenizer.eos_token'), as a token-named JSON field's whole value is
-# (``_code_name``), in the object or in its JSON text ("pad_token": "tokenizer.eos_token" was hidden in a log, kept by
-# ``scrub``; secrets68); quoted otherwise it is a value (token = "tokenizer.eos_token"). Only after "token" (NLP
-# code's word for a tokenizer's unit; a generated credential holds digits or upper case: token=Secret.Value and a
-# JWT's shape abc.DEF.ghi were shown; hf_/ghp_ shapes are hidden by their own patterns): after a password's or a
-# key's name a dotted word may be a passphrase (correct.horse.battery.staple).
+# (``_code_name``), in the object, its JSON text or its Python repr ("pad_token": "tokenizer.eos_token" was hidden in a
+# log, kept by ``scrub``, secrets68; 'pad_token': 'tokenizer.eos_token' too, secrets74); quoted otherwise it is a value
+# (token = "tokenizer.eos_token"). Only after "token" (NLP code's word for a tokenizer's unit; a generated credential
+# holds digits or upper case: token=Secret.Value and a JWT's shape abc.DEF.ghi were shown; hf_/ghp_ shapes are hidden by
+# their own patterns): after a password's or a key's name a dotted word may be a passphrase
+# (correct.horse.battery.staple).
 _DOTTED_NAME = re.compile(r"[a-z_]+(?:\.[a-z_]+)+[,;)]*")   # a call's keyword argument: its "," or ")" too
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
@@ -478,20 +479,23 @@ def _hide_named_values(text: str, lowered: str) -> str:
 
 def _named_value_hidden(text: str, match: re.Match[str]) -> str:
     """``match`` (a ``_NAMED_VALUE`` of ``text``) with its value hidden, or as it is. A dotted code name after a token's
-    name (``_code_name``) stays unquoted or as a JSON field's quoted value ("pad_token": "tokenizer.eos_token"), as
-    ``scrub`` keeps that field of the object."""
+    name (``_code_name``) stays unquoted or as a field's value quoted as its name is (``_FIELD_KEY_END``), in JSON
+    text ("pad_token": "tokenizer.eos_token") or a Python repr ('pad_token': 'tokenizer.eos_token'), as ``scrub``
+    keeps that field of the object."""
     quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
     if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
         value, end = value[:-1], end - 1
     ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
             else "=" in match.group(1) or _MIXED.match(value)))
-    code = not quote or bool(match.group(2) and _JSON_KEY_END.match(match.group(1)))
+    key_end = _FIELD_KEY_END.match(match.group(1))
+    code = not quote or bool(key_end and key_end.group(1) == quote)
     if not ends or _number(value) or code and _code_name(text[match.start():match.start(1)], value):
         return match.group(0)
     return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
 
 
-_JSON_KEY_END = re.compile(r'\\?"[ \t]*:')   # a JSON field's name ends: its quote (escaped in JSON text), then ':'
+# A field's name ends: its quote (escaped in JSON text; a Python repr's ''), then ':'; a value in that quote is the field's
+_FIELD_KEY_END = re.compile(r"""(\\?["'])[ \t]*:""")
 
 
 def _code_name(word: str, value: str) -> bool:
