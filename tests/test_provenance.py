@@ -395,6 +395,17 @@ def test_redact_of_an_object_s_json_text_keeps_and_hides_what_scrub_of_the_objec
         """{'pad_token': "***"} pad_token='***'""")
 
 
+@pytest.mark.parametrize("obj", [{"token": "Secret.Value"}, {"token": "cfg.token"}, {"api_key": "tokenizer.eos_token"},
+                                 {"pad_token": "tokenizer.eos_token", "password": "correct.horse.battery"},
+                                 {"hf_token": "My.Secret.Token", "eos_token": "tok.eos_token"}])
+def test_a_dotted_value_is_hidden_or_kept_alike_in_the_object_its_json_text_and_its_repr(obj: dict) -> None:
+    """secrets74: which dotted value is a secret (token=Secret.Value, a passphrase after a password's or a key's name)
+    and which is code (a lower-case name of a token or tokenizer after a token's name) is one decision, whether a log
+    prints the object's JSON text or its Python repr: the repr hid what the object and its JSON text kept."""
+    shown = scrub(obj)
+    assert redact(json.dumps(obj)) == json.dumps(shown) and redact(repr(obj)) == repr(shown)
+
+
 def test_a_view_scrubber_redacts_what_scrub_does_where_json_escapes_hide_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scrubber's JSON fast path must fall back wherever the text could hide a secret: a token after a newline
     (escaped, its lookbehind sees 'n'), a secret holding a quote (escaped in the JSON text), a secret-named key
@@ -1154,6 +1165,8 @@ BARE_BEARERS = [
     ("x\\nBEARER abc123def456 y", "x\\nBEARER *** y"),
     ("auth=Bearer AbcdefghijKlmnopqrstUv; next", "auth=Bearer ***; next"),
     ("Bearer abc123def456Content-Type: application/json", "Bearer ***: application/json"),
+    # a Title-Case tail or a secret's name glued on before ':', as after the header (secrets63, secrets59)
+    ("Bearer abc123def456Xyz: x bearer abc123api_key: s3cr3tvalue1", "Bearer ***: x bearer ***api_key: ***"),
 ]
 # prose: a word without a digit (but a long one of mixed case), a short one, Bearer inside a word
 BEARER_PROSE = ["the bearer of the news", "Bearer tokens expire; the BEARER scheme", "Bearer abc12",
