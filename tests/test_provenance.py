@@ -387,6 +387,23 @@ def test_redact_of_an_object_s_json_text_keeps_and_hides_what_scrub_of_the_objec
     assert scrub(shown) == shown and redact(json.dumps(shown)) == json.dumps(shown)
     assert scrub(hidden) == dict.fromkeys(hidden, "***")
     assert redact(json.dumps(hidden)) == '{"hf_token": "***", "api_key": "***", "secret_key": "***"}'
+    # secrets74: the object's Python repr (single quotes, as a log prints a dict) agrees with its JSON text ("pad_token"
+    # kept its field's value in JSON, lost it in the repr); a double-quoted value after a single-quoted name and a
+    # quoted value after '=' stay values
+    assert redact(repr(shown)) == repr(shown) and redact(repr(hidden)) == repr(dict.fromkeys(hidden, "***"))
+    assert redact("""{'pad_token': "tokenizer.eos_token"} pad_token='tokenizer.eos_token'""") == (
+        """{'pad_token': "***"} pad_token='***'""")
+
+
+@pytest.mark.parametrize("obj", [{"token": "Secret.Value"}, {"token": "cfg.token"}, {"api_key": "tokenizer.eos_token"},
+                                 {"pad_token": "tokenizer.eos_token", "password": "correct.horse.battery"},
+                                 {"hf_token": "My.Secret.Token", "eos_token": "tok.eos_token"}])
+def test_a_dotted_value_is_hidden_or_kept_alike_in_the_object_its_json_text_and_its_repr(obj: dict) -> None:
+    """secrets74: which dotted value is a secret (token=Secret.Value, a passphrase after a password's or a key's name)
+    and which is code (a lower-case name of a token or tokenizer after a token's name) is one decision, whether a log
+    prints the object's JSON text or its Python repr: the repr hid what the object and its JSON text kept."""
+    shown = scrub(obj)
+    assert redact(json.dumps(obj)) == json.dumps(shown) and redact(repr(obj)) == repr(shown)
 
 
 def test_a_view_scrubber_redacts_what_scrub_does_where_json_escapes_hide_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1136,6 +1153,49 @@ NAMED_NO_VALUES = ['HF_TOKEN: "Hugging Face token for the gated DINOv3"', "HF_TO
                    # secrets68: a token-named JSON field's dotted code name, as scrub keeps the object's field
                    '{"pad_token": "tokenizer.eos_token", "token": "cfg.token"}',
                    '{\\"pad_token\\": \\"tokenizer.eos_token\\"}']
+
+
+# secrets74: a credential after a standalone Bearer without an Authorization header's name before it (a log line,
+# curl -H with the name cut off, JSON text) was written whole; one holding digits and letters, six characters or more,
+# or twenty or more mixing upper and lower case, is a credential. Bearer, bearer and BEARER, as the header reads them
+BARE_BEARERS = [
+    ("sending Bearer ghx9Q2abcdef123456", "sending Bearer ***"),
+    ("curl -H 'Bearer abc123def456ghi789'", "curl -H 'Bearer ***'"),
+    ('{"headers": "bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.a-_"}', '{"headers": "bearer ***"}'),
+    ("x\\nBEARER abc123def456 y", "x\\nBEARER *** y"),
+    ("auth=Bearer AbcdefghijKlmnopqrstUv; next", "auth=Bearer ***; next"),
+    ("Bearer abc123def456Content-Type: application/json", "Bearer ***: application/json"),
+    # a Title-Case tail or a secret's name glued on before ':', as after the header (secrets63, secrets59)
+    ("Bearer abc123def456Xyz: x bearer abc123api_key: s3cr3tvalue1", "Bearer ***: x bearer ***api_key: ***"),
+]
+# prose: a word without a digit (but a long one of mixed case), a short one, Bearer inside a word
+BEARER_PROSE = ["the bearer of the news", "Bearer tokens expire; the BEARER scheme", "Bearer abc12",
+                "cupbearer abc123def456", "Bearer abcdefghijklmnopqrstuvwxyz", "Bearer: abc123def456",
+                "bearer x86"]
+
+
+@pytest.mark.parametrize(("text", "hidden"), BARE_BEARERS)
+def test_a_credential_after_a_bare_bearer_is_hidden(text: str, hidden: str) -> None:
+    """A Bearer credential a log line or a cut header shows without the Authorization name before it."""
+    from pinbench.core.provenance import holds_secret
+
+    assert redact(text) == hidden and holds_secret(text)
+
+
+def test_bearer_in_prose_keeps_the_word_after_it() -> None:
+    """'bearer of the news', a short or digit-free word, or a word ending in 'bearer' is no credential."""
+    from pinbench.core.provenance import holds_secret
+
+    for text in BEARER_PROSE:
+        assert redact(text) == text and not holds_secret(text), text
+
+
+def test_hostile_lines_of_bare_bearers_are_redacted_in_linear_time() -> None:
+    """Bearers without a credential, many credentials, one long credential, glued names before ':' (each 100 kB line
+    under 0.05 s by hand). Outputs asserted; the subprocess's limit is a backstop far above that, never a measure."""
+    assert _hidden_counts("['Bearer ' * 15000, 'Bearer a1b2c3 ' * 7200, 'xBearer' * 15000, "
+                          "'Bearer ' + 'Ab' * 50000 + '1:', 'bearer a1b2c3Token: 401 ' * 4200]") == [
+        0, 7200, 0, 1, 4200]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)

@@ -839,6 +839,32 @@ def test_plain_status_exits_2_once_nothing_is_live_and_the_scorecard_is_not_comp
     assert exit_info.value.code == code, capsys.readouterr()
     assert status_module.exit_code(run_status(out, asked=asked)) == code
     if failed:   # --no-slurm: no job is known live, and the scorecard is partial
+        capsys.readouterr()
         with pytest.raises(SystemExit) as exit_info:
             cli.main(["status", str(out), "--no-slurm"])
         assert exit_info.value.code == 2
+        # secrets74: it says that the jobs were not asked of and may still run (it said nothing of them)
+        assert "Slurm not asked (--no-slurm); jobs of this run may still be running" in capsys.readouterr().out
+
+
+def test_status_without_slurm_s_answer_says_the_jobs_may_still_run_and_tells_no_one_to_score_by_hand(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--no-slurm, or no Slurm client here: every shard finished and no scorecard read as a run left to score by
+    hand ("the same pinbench run ... writes it") while the finish job may be queued or writing it, and nothing said
+    that the jobs had not been asked of (secrets74). The exit code stays 2: no job is known live."""
+    from pinbench.ops import status as status_module
+
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 1), progress=False)
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=1, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"},
+                                                 {"phase": "finish", "sharded": False, "job_id": "8", "script": "y"}],
+                                           command="pinbench submit toy --shards 1"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    unreachable = "Slurm not reachable: scontrol not found on PATH (run this on a Slurm login node)"
+    for status, note in [(run_status(tmp_path, ask_slurm=False), "Slurm not asked (--no-slurm)"),
+                         (run_status(tmp_path), unreachable)]:
+        lines = render(status).splitlines()
+        assert status.slurm_note == note and f"{note}; jobs of this run may still be running" in lines
+        assert lines[-1] == "scorecard  not written yet" and status_module.exit_code(status) == 2
+        assert not any(word in line for line in lines for word in ("stopped", "abandoned"))

@@ -720,8 +720,8 @@ def status(
     """Done / failed / pending samples per shard, the failures' reasons, and each job's Slurm state.
 
     Exit 0 while a job, a shard run by hand here or the run writing the scorecard is live, and for a complete
-    scorecard; 2 once nothing of the run is live and its scorecard is partial or missing (--no-slurm: no job is
-    known live)."""
+    scorecard; 2 once nothing of the run is known live and its scorecard is partial or missing (--no-slurm, or
+    Slurm not reachable: no job is known live, and status says that its jobs may still be running)."""
     from pinbench.ops.status import exit_code, render, run_status
     from pinbench.ops.status import wait as wait_for
 

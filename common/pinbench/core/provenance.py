@@ -116,12 +116,20 @@ _AUTHORIZATION = re.compile(r"((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*
                            r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
                            r"|(?=[A-Za-z0-9._~+/-]{20}))))"
                            r"[A-Za-z0-9._~+/-]+(?:=+[A-Za-z0-9._~+/-]+)*=*")   # a '=' inside: a name=value glued on
+# A standalone Bearer (as the header spells it) without the header's name before it: a log line's "sending Bearer V",
+# curl -H 'Bearer V' (secrets74: written whole). Prose has the word too (the bearer of the news): its credential must
+# look like one, six characters or more mixing digits and letters, or twenty or more mixing upper and lower case
+_BEARER = re.compile(_starts("Bb", "A-Za-z0-9") + r"((?:[Bb]earer|BEARER)[ \t]+"
+                     r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
+                     r"|(?=[A-Za-z0-9._~+/-]*[A-Z])(?=[A-Za-z0-9._~+/-]*[a-z])(?=[A-Za-z0-9._~+/-]{20})))"
+                     r"[A-Za-z0-9._~+/-]+(?:=+[A-Za-z0-9._~+/-]+)*=*")
+_BEARER_NEEDLES = ("Bearer", "bearer", "BEARER")
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
                          r"|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
 # private key, a ``_KEYED_SECRET``'s key or an Authorization header's name
 _SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|xapp-|PRIVATE KEY|"
-                        r"uthorization|UTHORIZATION|"
+                        r"uthorization|UTHORIZATION|earer|EARER|"
                         + _KEYED_HINT.pattern)
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -180,11 +188,12 @@ _NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           r"((?:[^\s\"'\\&,]|\\[^\s\"'nrtbfu]|[&,](?![^\s\"'\\&,=]*=)|(?(3)(?!)|'(?=[^\s\"'\\&]))){6,})")
 # An unquoted dotted name of lower-case letters and '_' after a token's name is code, no value: a tokenizer's attribute
 # (tokenizer.pad_token = tokenizer.eos_token hid 'tokenizer.eos_token'), as a token-named JSON field's whole value is
-# (``_code_name``), in the object or in its JSON text ("pad_token": "tokenizer.eos_token" was hidden in a log, kept by
-# ``scrub``; secrets68); quoted otherwise it is a value (token = "tokenizer.eos_token"). Only after "token" (NLP
-# code's word for a tokenizer's unit; a generated credential holds digits or upper case: token=Secret.Value and a
-# JWT's shape abc.DEF.ghi were shown; hf_/ghp_ shapes are hidden by their own patterns): after a password's or a
-# key's name a dotted word may be a passphrase (correct.horse.battery.staple).
+# (``_code_name``), in the object, its JSON text or its Python repr ("pad_token": "tokenizer.eos_token" was hidden in a
+# log, kept by ``scrub``, secrets68; 'pad_token': 'tokenizer.eos_token' too, secrets74); quoted otherwise it is a value
+# (token = "tokenizer.eos_token"). Only after "token" (NLP code's word for a tokenizer's unit; a generated credential
+# holds digits or upper case: token=Secret.Value and a JWT's shape abc.DEF.ghi were shown; hf_/ghp_ shapes are hidden by
+# their own patterns): after a password's or a key's name a dotted word may be a passphrase
+# (correct.horse.battery.staple).
 _DOTTED_NAME = re.compile(r"[a-z_]+(?:\.[a-z_]+)+[,;)]*")   # a call's keyword argument: its "," or ")" too
 _FIELD_END = re.compile(r"$|[\r\n,;}\]]|\\[nr]")
 _MIXED = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])")   # a word of digits and letters: no prose's word
@@ -388,7 +397,7 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
         text = _hide_private_keys(text)
     if _KEYED_HINT.search(text):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
-    if "uthorization" in text or "UTHORIZATION" in text:
+    if "uthorization" in text or "UTHORIZATION" in text or any(needle in text for needle in _BEARER_NEEDLES):
         text = _hide_authorization(text)
     lowered = text.lower()
     if "ecret" in lowered:   # 8 us on a 10 kB text, a regex's hint ~60 us
@@ -404,24 +413,28 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
 
 
 def _hide_authorization(text: str) -> str:
-    """``text`` with each ``_AUTHORIZATION`` header's credential hidden, the header sought where its name is. A
-    credential ends before a header's name glued to it (``_GLUED_HEADER``: log lines run together without a line
-    break): 'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'. Or
-    before a secret's name ending it in any case (``_GLUED_SECRET``), which ``_hide_named_values`` then reads: 'Bearer
-    abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V (secrets59); a name=V glued on is in the credential.
-    Such a name before no value ``_hide_named_values`` hides is the credential's tail (``_glued_value_hidden``):
-    'Bearer abc123def456XyzToken: 401' showed 'Token' (secrets68)."""
+    """``text`` with each ``_AUTHORIZATION`` header's or bare ``_BEARER``'s credential hidden, each sought where its
+    name is (a Bearer inside a header is the header's). A credential ends before a header's name glued to it
+    (``_GLUED_HEADER``: log lines run together without a line break): 'Authorization: Basic a1b2c3Authorization: Bearer
+    x' hid 'a1b2c3Authorization' and showed 'x'. Or before a secret's name ending it in any case (``_GLUED_SECRET``),
+    which ``_hide_named_values`` then reads: 'Bearer abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V
+    (secrets59); a name=V glued on is in the credential. Such a name before no value ``_hide_named_values`` hides is the
+    credential's tail (``_glued_value_hidden``): 'Bearer abc123def456XyzToken: 401' showed 'Token' (secrets68)."""
+    starts = sorted([*((at - 1, _AUTHORIZATION) for needle in ("uthorization", "UTHORIZATION")
+                       for at in _occurrences(text, needle)),
+                     *((at, _BEARER) for needle in _BEARER_NEEDLES for at in _occurrences(text, needle))],
+                    key=lambda start: start[0])
     parts, done = [], 0
-    for at in sorted([*_occurrences(text, "uthorization"), *_occurrences(text, "UTHORIZATION")]):
-        match = _AUTHORIZATION.match(text, at - 1) if at > done else None
+    for start, pattern in starts:
+        match = pattern.match(text, max(start, 0)) if start >= done else None
         if match:
             end = match.end()
             if _HEADER_COLON.match(text, end):
-                start = max(match.end(1), end - _HEADER_MOST)
-                glued = _GLUED_HEADER.search(text, start, end)
+                tail = max(match.end(1), end - _HEADER_MOST)
+                glued = _GLUED_HEADER.search(text, tail, end)
                 name = glued.group() if glued else ""
                 if not _ends_secret(name) and not name.lower().endswith("authorization"):
-                    glued = _GLUED_SECRET.search(text, start, end)
+                    glued = _GLUED_SECRET.search(text, tail, end)
                 if (glued and not glued.group().lower().endswith("authorization")
                         and not _glued_value_hidden(text, glued.start(), end)):
                     glued = None
@@ -478,20 +491,24 @@ def _hide_named_values(text: str, lowered: str) -> str:
 
 def _named_value_hidden(text: str, match: re.Match[str]) -> str:
     """``match`` (a ``_NAMED_VALUE`` of ``text``) with its value hidden, or as it is. A dotted code name after a token's
-    name (``_code_name``) stays unquoted or as a JSON field's quoted value ("pad_token": "tokenizer.eos_token"), as
-    ``scrub`` keeps that field of the object."""
+    name (``_code_name``) stays unquoted or as a field's value quoted as its name is (``_FIELD_KEY_END``), in JSON
+    text ("pad_token": "tokenizer.eos_token") or a Python repr ('pad_token': 'tokenizer.eos_token'), as ``scrub``
+    keeps that field of the object."""
     quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
     if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
         value, end = value[:-1], end - 1
     ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
             else "=" in match.group(1) or _MIXED.match(value)))
-    code = not quote or bool(match.group(2) and _JSON_KEY_END.match(match.group(1)))
+    key_end = _FIELD_KEY_END.match(match.group(1))
+    code = not quote or bool(key_end and key_end.group(1) == quote)
     if not ends or _number(value) or code and _code_name(text[match.start():match.start(1)], value):
         return match.group(0)
     return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
 
 
-_JSON_KEY_END = re.compile(r'\\?"[ \t]*:')   # a JSON field's name ends: its quote (escaped in JSON text), then ':'
+# Where a field's name ends: its quote (escaped in JSON text; ' in a Python repr), then ':'. A value in the same quote
+# is that field's
+_FIELD_KEY_END = re.compile(r"""(\\?["'])[ \t]*:""")
 
 
 def _code_name(word: str, value: str) -> bool:
@@ -623,10 +640,10 @@ def one_line(text: str) -> str:
 
 
 def redact(text: str, extra: Iterable[str] = ()) -> str:
-    """Replace Hugging Face, GitHub, GitLab, sk-, Slack and AWS tokens (key ids; secret keys beside a name or a key
-    id), PEM private key bodies, Slack webhook paths, Azure account keys and SAS signatures, URL passwords and token
-    user names, values of secret-named env vars (*TOKEN, *_KEY, ...) and ``extra`` secret values (a token handed to
-    a container, say) by ***."""
+    """Replace Hugging Face, GitHub, GitLab, sk-, Slack and AWS tokens (key ids; secret keys beside a name or a key id),
+    Authorization headers' and bare Bearer credentials, PEM private key bodies, Slack webhook paths, Azure account keys
+    and SAS signatures, URL passwords and token user names, values of secret-named env vars (*TOKEN, *_KEY, ...) and
+    ``extra`` secret values (a token handed to a container, say) by ***."""
     return _redact(text, _secret_values(extra))
 
 

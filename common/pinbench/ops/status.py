@@ -111,7 +111,7 @@ class RunStatus:
     n_shards: int               # the layout's shard count: the shards not in ``shards`` own no task
     n_tasks: int | None
     jobs: dict[str, list[slurm.JobState]]  # by job id, for every phase of the submission
-    slurm_note: str  # why Slurm states are missing ("" when shown or not wanted)
+    slurm_note: str  # why a submission's Slurm states are missing: not asked, or not reachable ("" when shown)
     scorecard: WrittenScorecard | str | None  # str: why scorecard.json is none
     writer: Writer | None = None   # the live plain run or merge that writes the scorecard
 
@@ -160,7 +160,7 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
     for shard in shards:   # a plain run (shard 0 of 1) holds its lock before its first manifest too
         if not shard.finished and (shard.started or shard.count == 1):
             shard.running = _shard_alive(out_dir, shard)
-    jobs, note = ({}, "")
+    jobs, note = ({}, "" if ask_slurm or submission is None else "Slurm not asked (--no-slurm)")
     if ask_slurm and submission is not None:
         jobs, note = asked if asked is not None else _slurm_states(submission)
         for phase in submission.jobs:
@@ -360,8 +360,8 @@ def render(status: RunStatus) -> str:
         idle = status.n_shards - len(status.shards)
         lines.append(f"{counted(idle, 'other shard')} of {status.n_shards} {'owns' if idle == 1 else 'own'} no task "
                      f"and {'has' if idle == 1 else 'have'} not started")
-    if status.slurm_note:
-        lines.append(status.slurm_note)
+    if status.slurm_note:   # no job is known live, none known ended either: the run is not said to have stopped
+        lines.append(f"{status.slurm_note}; jobs of this run may still be running")
     for job in status.stuck:
         task = "" if job.array_task is None else f"_{job.array_task}"
         lines.append(f"job {job.job_id}{task} will never start ({job.reason}): cancel it (scancel {job.job_id}) and "
@@ -455,7 +455,8 @@ def _scorecard_line(status: RunStatus) -> str:
         return f"scorecard  not written yet: the run holding {writer.lock} is still running"
     if written is None:
         stored = status.shards and all(s.finished for s in status.shards) and not status.counts["pending"] \
-            and not status.live   # --skip-scoring, or shards: nothing of theirs writes it
+            and not status.live and not status.slurm_note   # --skip-scoring, or shards: nothing of theirs writes it
+        # (Slurm not asked: a finish job may be queued or writing it)
         return "scorecard  not written yet" + (": every shard has finished; the same pinbench run without --shard "
                                                "and --skip-scoring scores what they stored and writes it"
                                                if stored else "")
@@ -528,6 +529,7 @@ def exit_code(status: RunStatus) -> int:
     """Plain ``pinbench status``'s exit code: 0 while a job, a shard's process on this host (one run by hand) or the
     writer of the run is live (a progress view) and for a complete scorecard; else 2, the code ``--wait`` gives a run
     that ended without one, so that a CI script gating on it never passes a partial run. Jobs Slurm was not asked of
-    (``--no-slurm``) are not known live."""
+    (``--no-slurm``) or could not answer for are not known live: 2 for a partial run, whose render says that they may
+    still be running."""
     live = status.live or status.writer is not None or any(shard.running for shard in status.shards)
     return 0 if live or _complete(status) else 2
