@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,28 @@ def test_a_merge_without_one_of_its_shards_stays_consistent(tmp_path: Path) -> N
     lost = [r for r in read_merged(out / "samples.jsonl") if r.error and r.error.startswith(MISSING_ERROR)]
     assert lost and len(lost) == card["n_expected"] - card["n_ok"]
     assert [p for p in check_run(out).problems if "derived" in p or "samples" in p] == []
+
+
+def test_score_files_of_another_model_than_the_checkpoint_are_refused_or_noted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-4o's files run as ``--checkpoint qwen2.5-vl-7b`` were scored and diffed against Qwen's leaderboard row
+    without a word. Where the checkpoint has a reference the run is refused (the diff would judge another model's
+    numbers against that row); where it has none, a one-line warning naming the file and both names is printed and
+    kept in the scorecard's notes. Files of the checkpoint's own model say nothing."""
+    data, scores = fixture.write_fixture(tmp_path / "fx")
+    load = inputs.load_data
+    monkeypatch.setattr(inputs, "data_dir", lambda cfg, download: data)   # the fixture's set as the pinned one
+    monkeypatch.setattr(inputs, "load_data", lambda cfg, root, official: load(cfg, root, official=False))
+    refused = (r"camerabench: classification_scores_fixture-method_\w+\.json: the score files are of model "
+               r"'fixture-method', not of --checkpoint 'qwen2.5-vl-7b': their numbers would be diffed against "
+               r"qwen2.5-vl-7b.yaml")
+    with pytest.raises(RecipeError, match=refused):
+        run_recipe(_cfg(tmp_path / "qwen", checkpoint="qwen2.5-vl-7b", options={"scores": str(scores)}))
+    assert run_recipe(_cfg(tmp_path / "mine", checkpoint="my-method", options={"scores": str(scores)})).exit_code == 0
+    note = r"classification_scores_fixture-method_\w+\.json: the score files are of model 'fixture-method', not of " \
+           r"--checkpoint 'my-method'"
+    assert [n for n in _card(tmp_path / "mine")["extra"]["notes"] if re.fullmatch(note, n)]
+    assert re.search(f"^WARNING camerabench: {note}$", capsys.readouterr().out, re.MULTILINE)
+    own = _cfg(tmp_path / "own", checkpoint="Fixture-Method", options={"scores": str(scores)})
+    assert run_recipe(own).exit_code == 0
+    assert not [n for n in _card(tmp_path / "own")["extra"]["notes"] if "not of --checkpoint" in n]
