@@ -94,16 +94,19 @@ def run(run: Run) -> RunOutcome:
 
 
 def _other_model(run: Run, outputs: Script1Outputs) -> str | None:
-    """``inputs.other_model`` of a score-only run, warned of; refused (RecipeError) where the run's checkpoint has a
-    reference: the diff would judge one model's numbers against another's leaderboard row and could PASS or FAIL
-    on it. A checkpoint of no reference is the user's own label for the files: a warning, kept in the notes."""
+    """``inputs.other_model`` of a score-only run, warned of and kept in the notes; refused (RecipeError) where the
+    files are of another checkpoint of this recipe's and the run's has a reference: the diff would judge one
+    leaderboard model's numbers against another's row and could PASS or FAIL on it. Files of a model the recipe does
+    not name (the user's own method under a label, the benchmarks' synthetic files run as gpt-4o) are a warning:
+    nothing tells which row they belong to."""
     mismatch = inputs.other_model(run.cfg.checkpoint, outputs.sources)
     if mismatch is None:
         return None
     reference = run.recipe.applicable_reference(run.cfg.checkpoint, run.cfg.mode, run.cfg.generator)
-    if reference is not None:
+    theirs = [name for name in run.recipe.checkpoints if inputs.other_model(name, outputs.sources) is None]
+    if reference is not None and theirs:
         raise RecipeError(f"camerabench: {mismatch}: their numbers would be diffed against {reference.name}, "
-                          "that checkpoint's leaderboard row; pass the files' model as --checkpoint")
+                          f"that checkpoint's leaderboard row; pass --checkpoint {theirs[0]}")
     print(f"WARNING camerabench: {mismatch}", flush=True)
     return mismatch
 
