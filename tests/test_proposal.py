@@ -182,3 +182,66 @@ def test_a_fixture_run_with_limit_never_becomes_the_fixture_reference(toy: Any) 
         propose_reference([card], recipe=toy, tier="same_hw")
     smoke = dataclasses.replace(card, mode="smoke")
     assert propose_reference([smoke], recipe=toy, tier="same_hw").data["n_samples"] == 2
+
+
+def _with_config(run: Path, options: dict[str, str]) -> None:
+    card = json.loads((run / "scorecard.json").read_text())
+    card["config"] = {"options": options, "out_dir": str(run)}
+    (run / "scorecard.json").write_text(json.dumps(card))
+
+
+def test_diff_against_a_recorded_reference_names_other_options_and_inputs(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorded reference kept its run's provenance alone: ``diff --reference`` of a run of a re-encoded video, or of
+    another option the recipe does not copy into provenance, said PASS and named only the commit. It keeps the
+    run's options and each sample's input hash, and names what differs as ``compare`` does; where the run was
+    written (out_dir) is kept out of the file. A reference of an older pinbench (neither kept) says nothing of them."""
+    from tests.helpers.toy_runs import write_toy_run
+
+    toy = toy_recipe(tmp_path)
+    monkeypatch.setattr(cli, "get_recipe", lambda name: toy)
+    metrics = [MetricSpec("f1", "mean", direction="higher", primary=True),
+               MetricSpec("err", "median", direction="lower")]
+    a, b = (write_toy_run(tmp_path, name, metrics, checkpoint="Toy-Nano") for name in ("A", "B"))
+    _with_config(a, {"flow": "farneback"})
+    _with_config(b, {"flow": "raft"})
+    lines = (b / "samples.jsonl").read_text().splitlines()
+    for i in (3, 7):
+        lines[i] = json.dumps({**json.loads(lines[i]), "input_hash": "1" * 64})
+    (b / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    ref = tmp_path / "ref.yaml"
+    recorded = runner.invoke(cli.app, ["record-reference", str(a), "--out", str(ref), "--tier", "cross_hw"])
+    assert recorded.exit_code == 0, recorded.output
+    source = yaml.safe_load(ref.read_text())["source"]
+    assert source["config"] == {"options": {"flow": "farneback"}} and str(tmp_path) not in ref.read_text()
+    assert source["inputs"]["n_samples"] == 40 and len(source["inputs"]["samples"]) == 40
+    result = runner.invoke(cli.app, ["diff", str(b), "--reference", str(ref)])
+    assert result.exit_code == 0, result.output
+    assert ("  - ran differently from the reference's run: -o flow: reference farneback, this run raft"
+            in result.output.splitlines())
+    assert ("  - ran differently from the reference's run: other inputs: 2 of 40 samples were computed from other "
+            "inputs in the reference's run and this run (the input hash of its task differs: an input file's content "
+            "or an option): t03, t07") in result.output.splitlines()
+    older = yaml.safe_load(ref.read_text())
+    del older["source"]["config"], older["source"]["inputs"]
+    ref.write_text(yaml.safe_dump(older, sort_keys=False))
+    result = runner.invoke(cli.app, ["diff", str(b), "--reference", str(ref)])
+    assert result.exit_code == 0 and "-o flow" not in result.output and "other inputs" not in result.output
+
+
+def test_a_reference_of_many_samples_keeps_the_digest_of_their_inputs_alone(toy: Any, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sample's hash of CameraBench's 11,222 would make a reference a megabyte: past INPUTS_LISTED it keeps their
+    digest, and a run of other inputs is told so in one line, without names."""
+    from pinbench.core import reference
+
+    monkeypatch.setattr(reference, "INPUTS_LISTED", 5)
+    card = run_card(0.8, stamp="2026-01-01T00:00:00Z")
+    hashes = {f"s{i:02d}": "0" * 64 for i in range(30)}
+    ref = load_reference(record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="cross_hw", inputs=hashes),
+                         recipe=toy)
+    assert set(ref.source["inputs"]) == {"sha256", "n_samples"}
+    assert not [n for n in diff(card, ref, inputs=hashes).notes if "other inputs" in n]
+    notes = diff(card, ref, inputs={**hashes, "s04": "1" * 64}).notes
+    assert ("ran differently from the reference's run: other inputs: the digest of the samples' input hashes differs "
+            "(the reference's run: 30 samples, this run: 30; the reference keeps no sample's own)") in notes

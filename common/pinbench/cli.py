@@ -787,7 +787,7 @@ def diff_cmd(
     """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
     missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
     with _one_blas_thread():  # reading and comparing numbers: no linear algebra (numpy loaded where it is used)
-        from pinbench.core.reference import judge, load_reference
+        from pinbench.core.reference import judge, load_reference, run_input_hashes
         from pinbench.core.scorecard import load_scorecard, scorecard_file
 
         card = load_scorecard(scorecard_file(scorecard))
@@ -802,7 +802,8 @@ def diff_cmd(
             # recipe mismatch (exit 3: it does not apply), not as an invalid file.
             owner = load_reference(reference).recipe
             declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
-            judged = judge(card, load_reference(reference, recipe=declared))
+            judged = judge(card, load_reference(reference, recipe=declared),
+                           run_input_hashes(scorecard_file(scorecard), card))
     _echo(judged.body)
     _echo(judged.last)
     raise typer.Exit(judged.exit_code)
@@ -834,7 +835,7 @@ def record_reference_cmd(
     from pinbench.core.metricinfo import Tolerance
     from pinbench.core.options import OptionError, parse_pairs
     from pinbench.core.proposal import propose_reference
-    from pinbench.core.reference import write_reference
+    from pinbench.core.reference import run_input_hashes, write_reference
     from pinbench.core.scorecard import load_scorecard, scorecard_file
 
     if fixture is not None:
@@ -874,7 +875,8 @@ def record_reference_cmd(
     if out.exists() and not force and not dry_run:
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     with _failing(ValueError, RecipeError):
-        proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None)
+        proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None,
+                                     inputs=run_input_hashes(scorecards[0], cards[0]))
     _echo(f"{counted(len(cards), 'run')}, tier {tier}: value and tolerance per metric")
     _echo("\n".join(f"  {line}" for line in proposal.lines))
     if proposal.refused:

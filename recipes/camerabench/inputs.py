@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pinbench.core.config import RecipeError, RunConfig
@@ -56,6 +56,27 @@ SCRIPT1_CHECKPOINTS = {
     "qwen2.5-vl-7b-cam-motion": Script1Model("qwen2_5_vl_7b_cam_motion", "qwen2.5-vl-7b",
                                              "chancharikm/qwen2.5-vl-7b-cam-motion"),
 }
+
+
+def other_model(checkpoint: str, sources: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the score files read (``Script1Outputs.sources``: one model, ``read_score_dir`` checks) are not of
+    ``checkpoint``, naming the first file and both names; None when they are or name no model. Files of a checkpoint
+    this recipe runs carry its names exactly (``SCRIPT1_CHECKPOINTS``); of another, ``checkpoint`` is their
+    ``model_name``, their ``checkpoint`` or its last path part, case aside. Why: gpt-4o's files run as ``--checkpoint
+    qwen2.5-vl-7b`` were scored and diffed against Qwen's leaderboard row without a word."""
+    if not sources or sources[0].get("model_name") is None and sources[0].get("checkpoint") is None:
+        return None
+    first = sources[0]
+    name, ckpt = first.get("model_name"), first.get("checkpoint")
+    known = SCRIPT1_CHECKPOINTS.get(checkpoint)
+    if known is not None:
+        same = (name, ckpt) == (known.model_name, known.checkpoint)
+    else:
+        same = checkpoint.lower() in {v.lower() for v in (name, ckpt, ckpt and PurePosixPath(ckpt).name) if v}
+    if same:
+        return None
+    return (f"{first['file']}: the score files are of model {name!r}" + (f" checkpoint {ckpt!r}" if ckpt else "")
+            + f", not of --checkpoint {checkpoint!r}")
 
 
 def input_error(exc: Exception) -> RecipeError:

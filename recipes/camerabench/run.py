@@ -53,8 +53,10 @@ def run(run: Run) -> RunOutcome:
             # a diff against a reference recorded from the earlier run otherwise named nothing that differs
             script1_info: dict[str, Any] = {"source": "official score files", "folder": run.recorded_path(score_dir),
                                             "files": {s["file"]: s["sha256"] for s in outputs.sources}}
+            mismatch = None if run.cfg.fixture else _other_model(run, outputs)
         else:
             outputs, script1_info = _script1(run, model, data)
+            mismatch = None
 
     # 3. Script 2: per sample, then per split / skill / family (strict), then the composite
     with run.step("script2"):
@@ -65,6 +67,8 @@ def run(run: Run) -> RunOutcome:
     kept_upstream = outputs.kept_upstream
     extra = _extra(run.options, data, outputs, script1_info, judge,
                    fixture_data=run.recorded_path(Path(data.root)) if run.cfg.fixture else None)
+    if mismatch is not None:
+        extra["notes"] = [*extra["notes"], mismatch]
     del tasks, outputs
     inputs.forget_score_outputs()
 
@@ -87,6 +91,24 @@ def run(run: Run) -> RunOutcome:
         extra=extra,
         provenance={"script1": script1_info, "judge": judge.describe() if judge else None},
     )
+
+
+def _other_model(run: Run, outputs: Script1Outputs) -> str | None:
+    """``inputs.other_model`` of a score-only run, warned of and kept in the notes; refused (RecipeError) where the
+    files are of another checkpoint of this recipe's and the run's has a reference: the diff would judge one
+    leaderboard model's numbers against another's row and could PASS or FAIL on it. Files of a model the recipe does
+    not name (the user's own method under a label, the benchmarks' synthetic files run as gpt-4o) are a warning:
+    nothing tells which row they belong to."""
+    mismatch = inputs.other_model(run.cfg.checkpoint, outputs.sources)
+    if mismatch is None:
+        return None
+    reference = run.recipe.applicable_reference(run.cfg.checkpoint, run.cfg.mode, run.cfg.generator)
+    theirs = [name for name in run.recipe.checkpoints if inputs.other_model(name, outputs.sources) is None]
+    if reference is not None and theirs:
+        raise RecipeError(f"camerabench: {mismatch}: their numbers would be diffed against {reference.name}, "
+                          f"that checkpoint's leaderboard row; pass --checkpoint {theirs[0]}")
+    print(f"WARNING camerabench: {mismatch}", flush=True)
+    return mismatch
 
 
 def _judge(options: OptionValues, data: CameraBenchData) -> CaptionJudge | None:

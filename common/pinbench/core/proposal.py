@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinbench.core.metricinfo import TIERS, Tolerance, narrower_or_equal
-from pinbench.core.provenance import config_differences, scrub
-from pinbench.core.reference import write_reference
+from pinbench.core.provenance import config_differences, results_config, scrub
+from pinbench.core.reference import recorded_inputs, write_reference
 from pinbench.core.scorecard import Scorecard, validate_scorecard
 from pinbench.core.uncertainty import Interval, has_interval
 
@@ -123,8 +123,10 @@ def _spread(values: list[float]) -> tuple[float, str]:
 
 
 def propose_reference(cards: Sequence[Scorecard], *, recipe: Recipe, tier: str,
-                      overrides: Mapping[str, Tolerance] | None = None, note: str | None = None) -> Proposal:
-    """The ``trusted_run`` reference of one or several complete runs; see the module docstring."""
+                      overrides: Mapping[str, Tolerance] | None = None, note: str | None = None,
+                      inputs: Mapping[str, str] | None = None) -> Proposal:
+    """The ``trusted_run`` reference of one or several complete runs; see the module docstring. ``inputs``: the first
+    run's input hash per sample (``input_hashes``), kept so that ``diff`` names the samples of other inputs."""
     _check_runs(cards, recipe, tier)
     first = cards[0]
     overrides = dict(overrides or {})
@@ -185,12 +187,12 @@ def propose_reference(cards: Sequence[Scorecard], *, recipe: Recipe, tier: str,
         entries[name] = entry
         proposal.lines.append(f"{name}: {basis}")
         proposal.lines.extend(f"  flag: {f}" for f in flags)
-    proposal.data = _reference_data(cards, tier, entries, note)
+    proposal.data = _reference_data(cards, tier, entries, note, inputs)
     return proposal
 
 
 def _reference_data(cards: Sequence[Scorecard], tier: str, entries: dict[str, Any],
-                    note: str | None) -> dict[str, Any]:
+                    note: str | None, inputs: Mapping[str, str] | None) -> dict[str, Any]:
     first = cards[0]
     label = f"{first.recipe} / {first.checkpoint} ({first.mode})"
     stamps = ", ".join(str(card.provenance.get("timestamp", "?")) for card in cards)
@@ -213,14 +215,17 @@ def _reference_data(cards: Sequence[Scorecard], tier: str, entries: dict[str, An
                      else f"{len(cards)} scorecards of {label}, run at {stamps}"),
         "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "provenance": provenance,
+        "config": results_config(first.config),   # its options, which provenance holds only where a recipe copies them
     }
+    if inputs is not None:
+        data["source"]["inputs"] = recorded_inputs(inputs)
     data["metrics"] = entries
     return data
 
 
 def record_reference(scorecards: Scorecard | Sequence[Scorecard], path: Path | str, *,
                      recipe: Recipe, tier: str, overrides: Mapping[str, Tolerance] | None = None,
-                     note: str | None = None) -> Path:
+                     note: str | None = None, inputs: Mapping[str, str] | None = None) -> Path:
     """Write a ``trusted_run`` reference from one or several COMPLETE scorecards of one checkpoint.
 
     Directions and primary flags come from the recipe's declaration. One run: each tolerance is the
@@ -229,7 +234,7 @@ def record_reference(scorecards: Scorecard | Sequence[Scorecard], path: Path | s
     default is refused (ValueError naming the metrics), as is a wider override.
     """
     cards = [scorecards] if isinstance(scorecards, Scorecard) else list(scorecards)
-    proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note)
+    proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note, inputs=inputs)
     if proposal.refused:
         raise ValueError("refusing to record: " + "; ".join(proposal.refused))
     return write_reference(proposal.data, path, recipe=recipe)

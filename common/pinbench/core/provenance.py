@@ -1208,6 +1208,13 @@ def config_differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tuple
     return lines
 
 
+def results_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a scorecard's ``config`` that ``config_differences`` reads, scrubbed: what a recorded reference keeps
+    (``source.config``), without where the run was written (``out_dir``) or how it ran."""
+    keys = [*(key for key, _ in _CONFIG_FLAGS), *(key for key, _ in _CONFIG_GROUPS), "implementation"]
+    return scrub({key: config[key] for key in keys if key in config})
+
+
 def _one_way(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """Both with what they both know stated one way: installed distributions as lists when both hold one, else as
     digests; torch as its installed release alone, without CUDA, cuDNN or GPUs, when one run did not import it

@@ -28,6 +28,7 @@ the band and outside the noise" from one "outside the band but within noise".
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -35,7 +36,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinbench.core.files import FileError, aligned, blocking_parent, counted, read_yaml, write_atomic
+from pinbench.core.files import (
+    FileError,
+    aligned,
+    blocking_parent,
+    counted,
+    counted_of,
+    first_names,
+    read_regular_bytes,
+    read_yaml,
+    write_atomic,
+)
 from pinbench.core.metricinfo import DIRECTIONS, TIERS, Tolerance, narrower_or_equal
 from pinbench.core.names import checkpoint_name_problem, recipe_name_problem
 from pinbench.core.schema import schema_error
@@ -240,11 +251,13 @@ def _within(delta: float, bound: float, reference: float, measured: float) -> bo
     return abs(delta) <= bound + 1e-12 * max(1.0, abs(reference), abs(measured))
 
 
-def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> DiffResult:
+def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None,
+         inputs: Mapping[str, str] | None = None) -> DiffResult:
     """Compare a scorecard with a reference; see the module docstring for the exit codes.
 
     ``name``: the reference as its lines name it (default: its path); a page meant to be shared names it without
-    this machine's folders (``pinbench.results.report.reference_name``).
+    this machine's folders (``pinbench.results.report.reference_name``). ``inputs``: each sample's input hash
+    (``input_hashes``), to name the samples computed from other inputs than the reference's run.
 
     A scorecard holding a NaN or an infinity anywhere (built or edited in memory; files are checked when
     loaded) is invalid input, ScorecardError, never a PASS or a FAIL.
@@ -345,7 +358,7 @@ def diff(scorecard: Scorecard, ref: Reference, *, name: str | None = None) -> Di
         notes.insert(0, "the reference does not apply to this run (problems above): its values are shown beside the "
                         f"run's, not judged{lacking}")
     notes[:0] = degenerate_notes(scorecard)
-    differently = ran_differently(scorecard, ref)
+    differently = ran_differently(scorecard, ref, inputs)
     notes += [f"ran differently {line}" for line in differently]
     for name, measured_entry in card_metrics.items():
         if name in ref.metrics:
@@ -389,23 +402,94 @@ def run_settings(scorecard: Scorecard) -> str:
     return " ".join(settings)
 
 
-def ran_differently(scorecard: Scorecard, ref: Reference) -> list[str]:
+def ran_differently(scorecard: Scorecard, ref: Reference, inputs: Mapping[str, str] | None = None) -> list[str]:
     """``from the reference's run: <what differs>`` for each way this run differs from the run a ``trusted_run``
     reference was recorded from (its first, when several): the likely cause of a FAIL, or what a PASS held across.
+    Its options and inputs as ``compare`` names them, where the reference kept them (``source.config``,
+    ``source.inputs``) and, for inputs, ``inputs`` gives this run's; nothing of them for an older reference.
     [] for a reference without provenance (a paper's table)."""
     recorded = ref.source.get("provenance")
     if not isinstance(recorded, Mapping):
         return []
     recorded = json.loads(json.dumps(recorded, default=str))   # as a scorecard holds it: a YAML date as its text
     from pinbench.core.generation import Generated, generation_differences  # a trusted_run reference's diff only
-    from pinbench.core.provenance import differences
+    from pinbench.core.provenance import config_differences, differences
 
     labels = ("reference", "this run")
     which = "the reference's first run" if recorded.get("runs") else "the reference's run"
     lines = [f"generation: {line}" for line in generation_differences(
         [(labels[0], Generated.of(recorded)), (labels[1], Generated.of(scorecard.provenance))])]
+    config = ref.source.get("config")
+    if isinstance(config, Mapping):
+        lines += config_differences(config, scorecard.config, labels)
     lines += differences(recorded, scorecard.provenance, labels)
+    kept = ref.source.get("inputs")
+    if isinstance(kept, Mapping) and inputs is not None:
+        lines += _inputs_differ(kept, inputs)
     return [f"from {which}: {line}" for line in lines]
+
+
+INPUTS_LISTED = 1000   # a reference keeps each sample's input hash up to this many samples, their digest always
+
+
+def input_hashes(records: Sequence[Any]) -> dict[str, str]:
+    """Each sample's input hash (the hash of its task: its input files' content and its options), its first record's
+    as ``compare`` reads a run."""
+    hashes: dict[str, str] = {}
+    for record in records:
+        hashes.setdefault(record.sample_id, record.input_hash)
+    return hashes
+
+
+def run_input_hashes(scorecard: Path, card: Scorecard) -> dict[str, str] | None:
+    """``input_hashes`` of the samples file beside ``scorecard``; None when it cannot be read (a scorecard copied
+    alone): a diff then says nothing of inputs rather than guess."""
+    from pinbench.core.runner import parse_merged
+
+    if not card.samples.path:
+        return None
+    samples = scorecard.parent / card.samples.path
+    try:
+        return input_hashes(parse_merged(read_regular_bytes(samples), samples))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def recorded_inputs(hashes: Mapping[str, str]) -> dict[str, Any]:
+    """What a recorded reference keeps of its run's inputs (``source.inputs``): the SHA-256 of every sample's id and
+    input hash, and each sample's hash where they are at most ``INPUTS_LISTED`` (CameraBench's 11,222 would make the
+    file a megabyte): a video re-encoded under its own name changes no option and no provenance."""
+    ordered = dict(sorted(hashes.items()))
+    text = "".join(f"{i}\t{h}\n" for i, h in ordered.items())
+    kept: dict[str, Any] = {"sha256": hashlib.sha256(text.encode()).hexdigest(), "n_samples": len(ordered)}
+    if len(ordered) <= INPUTS_LISTED:
+        kept["samples"] = ordered
+    return kept
+
+
+def other_inputs(a: Mapping[str, str], b: Mapping[str, str], labels: tuple[str, str]) -> list[str]:
+    """``other inputs: ...`` naming the samples of both runs whose input hash differs (how many, the first five), or
+    [] when none does. ``compare`` says it of two runs, ``diff`` of a run and its reference's."""
+    both = [i for i in a if i in b]
+    other = [i for i in both if a[i] != b[i]]
+    if not other:
+        return []
+    return [f"other inputs: {counted_of(len(other), len(both), 'sample', ('was', 'were'))} computed from other "
+            f"inputs in {labels[0]} and {labels[1]} (the input hash of its task differs: an input file's content or "
+            f"an option): {first_names(other, 5)}"]
+
+
+def _inputs_differ(kept: Mapping[str, Any], inputs: Mapping[str, str]) -> list[str]:
+    """``other_inputs`` of the reference's run and this one, or, where the reference kept only the digest of its
+    samples' input hashes, one line when it differs."""
+    samples = kept.get("samples")
+    if isinstance(samples, Mapping):
+        return other_inputs(samples, inputs, ("the reference's run", "this run"))
+    if kept.get("sha256") in (None, recorded_inputs(inputs)["sha256"]):
+        return []
+    return [f"other inputs: the digest of the samples' input hashes differs (the reference's run: "
+            f"{counted(kept.get('n_samples', 0), 'sample')}, this run: {len(inputs)}; the reference keeps no "
+            "sample's own)"]
 
 
 def _card_header(scorecard: Scorecard, **lines: str) -> dict[str, str]:
@@ -551,13 +635,13 @@ class Verdict:
         return self.message.rpartition("\n")[0]
 
 
-def judge(scorecard: Scorecard, reference: Reference | str) -> Verdict:
+def judge(scorecard: Scorecard, reference: Reference | str, inputs: Mapping[str, str] | None = None) -> Verdict:
     """The verdict of ``scorecard`` against ``reference``, or of its results alone where ``reference`` is the text of
-    why none applies."""
+    why none applies; ``inputs`` as ``diff``'s."""
     if isinstance(reference, str):
         return Verdict(None, results_exit_code(scorecard), render_results(scorecard, reference),
                        reported_line(scorecard))
-    result = diff(scorecard, reference)
+    result = diff(scorecard, reference, inputs=inputs)
     return Verdict(result, result.exit_code, render_diff(result), result_line(result))
 
 

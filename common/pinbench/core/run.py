@@ -62,6 +62,7 @@ from pinbench.core.reference import (
     EXIT_INCOMPLETE,
     DiffResult,
     Reference,
+    input_hashes,
     judge,
     load_reference,
 )
@@ -579,7 +580,7 @@ class Run:
         recipe, cfg = self.recipe, self.cfg
         reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
         judged = judge(card, reference if reference is not None else
-                       recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator))
+                       recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator), input_hashes(records))
         write_if_changed(self.out_dir / "diff.txt", judged.message + "\n")
         # the failed samples above the verdict: the last line says the result and the exit code, diffed or not
         print(judged.body, flush=True)

@@ -39,11 +39,12 @@ from typing import Any
 import numpy as np
 
 from pinbench.core.derived import DerivedRecord, derived_problems
-from pinbench.core.files import aligned, counted, counted_of, first_names, no_file_at, read_regular_bytes
+from pinbench.core.files import aligned, counted, no_file_at, read_regular_bytes
 from pinbench.core.generation import Generated, generation_differences
 from pinbench.core.members_bootstrap import RANKED, MemberSeries, member_differences
 from pinbench.core.provenance import redact
 from pinbench.core.reference import EXIT_FAIL, EXIT_INCOMPLETE, EXIT_MISMATCH, EXIT_PASS
+from pinbench.core.reference import other_inputs as input_differences
 from pinbench.core.scorecard import (
     MetricResult,
     RecordIndex,
@@ -370,13 +371,8 @@ def other_inputs(a: Run, b: Run) -> list[str]:
     runs score other rollouts by design (PAI-Bench-C's tasks name theirs): nothing to say."""
     if a.card.checkpoint != b.card.checkpoint:
         return []
-    both = [i for i in a.samples if i in b.samples]
-    other = [i for i in both if a.samples[i].input_hash != b.samples[i].input_hash]
-    if not other:
-        return []
-    return [f"other inputs: {counted_of(len(other), len(both), 'sample', ('was', 'were'))} computed from other "
-            f"inputs in A and B (the input hash of its task differs: an input file's content or an option): "
-            f"{first_names(other, 5)}"]
+    return input_differences(*({i: record.input_hash for i, record in run.samples.items()} for run in (a, b)),
+                             ("A", "B"))
 
 
 def compare_runs(a: Run, b: Run, *, fail_on: str = "any") -> Comparison:

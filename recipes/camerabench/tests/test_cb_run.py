@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,37 @@ def test_a_merge_without_one_of_its_shards_stays_consistent(tmp_path: Path) -> N
     lost = [r for r in read_merged(out / "samples.jsonl") if r.error and r.error.startswith(MISSING_ERROR)]
     assert lost and len(lost) == card["n_expected"] - card["n_ok"]
     assert [p for p in check_run(out).problems if "derived" in p or "samples" in p] == []
+
+
+def test_score_files_of_another_model_than_the_checkpoint_are_refused_or_noted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-4o's files run as ``--checkpoint qwen2.5-vl-7b`` were scored and diffed against Qwen's leaderboard row
+    without a word. Files of another of the recipe's checkpoints under one with a reference are refused (the diff
+    would judge that model's numbers against the wrong row); files of a model the recipe does not name give a
+    one-line warning naming the file and both names, printed and kept in the scorecard's notes. Files of the
+    checkpoint's own model say nothing."""
+    data, scores = fixture.write_fixture(tmp_path / "fx")
+    load = inputs.load_data
+    monkeypatch.setattr(inputs, "data_dir", lambda cfg, download: data)   # the fixture's set as the pinned one
+    monkeypatch.setattr(inputs, "load_data", lambda cfg, root, official: load(cfg, root, official=False))
+    gpt = tmp_path / "gpt-4o"
+    gpt.mkdir()
+    for path in scores.glob("*.json"):   # the fixture's files, as gpt-4o's
+        doc = json.loads(path.read_text())
+        doc["metadata"]["model_name"] = "gpt-4o"
+        (gpt / path.name).write_text(json.dumps(doc))
+    refused = (r"camerabench: classification_scores_fixture-method_\w+\.json: the score files are of model "
+               r"'gpt-4o', not of --checkpoint 'qwen2.5-vl-7b': their numbers would be diffed against "
+               r"qwen2.5-vl-7b.yaml, that checkpoint's leaderboard row; pass --checkpoint gpt-4o")
+    with pytest.raises(RecipeError, match=refused):
+        run_recipe(_cfg(tmp_path / "qwen", checkpoint="qwen2.5-vl-7b", options={"scores": str(gpt)}))
+    assert run_recipe(_cfg(tmp_path / "mine", checkpoint="my-method", options={"scores": str(scores)})).exit_code == 0
+    note = r"classification_scores_fixture-method_\w+\.json: the score files are of model 'fixture-method', not of " \
+           r"--checkpoint 'my-method'"
+    assert [n for n in _card(tmp_path / "mine")["extra"]["notes"] if re.fullmatch(note, n)]
+    assert re.search(f"^WARNING camerabench: {note}$", capsys.readouterr().out, re.MULTILINE)
+    run_recipe(_cfg(tmp_path / "row", checkpoint="gpt-4o", options={"scores": str(scores)}))   # not refused
+    assert "not of --checkpoint 'gpt-4o'" in _card(tmp_path / "row")["extra"]["notes"][-1]
+    own = _cfg(tmp_path / "own", checkpoint="Fixture-Method", options={"scores": str(scores)})
+    assert run_recipe(own).exit_code == 0
+    assert not [n for n in _card(tmp_path / "own")["extra"]["notes"] if "not of --checkpoint" in n]
