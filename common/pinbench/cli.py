@@ -802,8 +802,10 @@ def diff_cmd(
             # recipe mismatch (exit 3: it does not apply), not as an invalid file.
             owner = load_reference(reference).recipe
             declared = recipe if recipe is not None and recipe.name == owner else _installed_recipe(owner)
-            judged = judge(card, load_reference(reference, recipe=declared),
-                           run_input_hashes(scorecard_file(scorecard), card))
+            ref = load_reference(reference, recipe=declared)
+            # the samples file read only where the reference kept its run's inputs (none of the shipped ones does)
+            judged = judge(card, ref, run_input_hashes(scorecard_file(scorecard), card)
+                           if ref.source.get("inputs") is not None else None)
     _echo(judged.body)
     _echo(judged.last)
     raise typer.Exit(judged.exit_code)
