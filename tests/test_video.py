@@ -763,6 +763,25 @@ def test_a_fragmented_mp4_with_audio_is_demuxed_once_for_its_fragment_check(synt
     assert (len(opened), len(demuxed)) == (2, 1 if video._INDEXED else 2)
 
 
+def test_a_fragmented_mp4s_fragments_are_read_once_for_every_track(synthetic_frames, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fragment check counts each track's ``trun`` samples from the ``moof`` boxes: it walked every ``moof`` once
+    per track (twice for video and audio); one pass now gives every track's count, the same totals."""
+    path = tmp_path / "both.mp4"
+    _fragmented_mp4(path, synthetic_frames(12), audio=True)
+    walked: list[tuple[int, int]] = []
+    real_children = video._children
+
+    def counting_children(fh: Any, payload: tuple[int, int], box_type: bytes | None) -> Any:
+        if box_type == b"traf":
+            walked.append(payload)
+        return real_children(fh, payload, box_type)
+
+    monkeypatch.setattr(video, "_children", counting_children)
+    assert video_info(path).n_frames == 12
+    assert walked and len(walked) == len(set(walked)), walked
+
+
 def test_a_fragmented_mp4_cut_where_a_fragment_starts_is_a_whole_shorter_video(synthetic_frames,
                                                                                 tmp_path: Path) -> None:
     """Nothing FFmpeg writes says more fragments were meant: no 'mehd', an 'mvhd' of the first fragment's duration,
