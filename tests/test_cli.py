@@ -501,9 +501,9 @@ def test_a_report_of_a_copied_run_whose_samples_link_dangles_names_the_link(tmp_
     assert result.exit_code == 2 and not (tmp_path / "report").exists()
     assert result.output == (f"error: {card.parent / 'samples.jsonl'}: a dangling symlink (to "
                              "'../store/samples.jsonl'); it holds the per-sample records the scorecard names (needed "
-                             f"here); {card.parent / IDENTITY_FILE} makes its folder a run directory: restore the records "
-                             f"there, or, for a scorecard copied there alone beside a stray {IDENTITY_FILE}, report it "
-                             "from a folder without one (then from its figures)\n")
+                             f"here); {card.parent / IDENTITY_FILE} makes its folder a run directory: restore the "
+                             f"records there, or, for a scorecard copied there alone beside a stray {IDENTITY_FILE}, "
+                             "report it from a folder without one (then from its figures)\n")
 
 
 def test_a_report_of_a_scorecard_copied_alone_is_written_from_its_figures(tmp_path: Path) -> None:
