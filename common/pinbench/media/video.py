@@ -545,6 +545,23 @@ def _probe(path: Path, fd: int) -> _Probe:
                   cover_first)
 
 
+# The container a video's extension names, as a name in FFmpeg's demuxer of it ("mov,mp4,m4a,3gp,3g2,mj2",
+# "matroska,webm": a .mov in MP4 or a .mkv in WebM is what its name says); another extension names none
+_NAMED_CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm", ".avi": "avi"}
+
+
+def misnamed(info: VideoInfo) -> str | None:
+    """Why a recipe's input is refused whose container is not the one its extension names (a Matroska or AVI file
+    named ``.mp4``: a reader of the container's own facts, or a page that serves it by its name, takes it for
+    another), or None. Rollouts have their recipe's own rule (``rollout_container``)."""
+    suffix = info.path.suffix.lower()
+    wanted = _NAMED_CONTAINERS.get(suffix)
+    if wanted is None or wanted in info.container.split(","):
+        return None
+    return (f"a {info.container} container under the extension {info.path.suffix} (which names {wanted}): rename "
+            "it to its format's extension")
+
+
 # FFmpeg demuxers of animated pictures, which read one as a video: what a page calls it
 _ANIMATIONS = {"gif": "a GIF", "apng": "an APNG"}
 
