@@ -467,7 +467,27 @@ def test_a_report_of_a_run_without_its_samples_is_refused_naming_the_file(tmp_pa
     assert result.exit_code == 2 and not (tmp_path / "report").exists()
     assert result.output == (f"error: {card.parent / 'samples.jsonl'}: not a file; it holds the per-sample records "
                              f"the scorecard names (needed here); {card.parent / IDENTITY_FILE} makes its folder a run "
-                             "directory (a scorecard copied alone, without it, is reported from its figures)\n")
+                             "directory: restore the records there, or, for a scorecard copied there alone beside a "
+                             f"stray {IDENTITY_FILE}, report it from a folder without one (then from its figures)\n")
+
+
+def test_a_lone_scorecard_beside_a_stray_run_identity_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    """``report DIR/scorecard.json`` of a scorecard copied alone into a folder holding a stray pinbench-run.json: the
+    refusal names that file as what made the folder a run directory and says what to do (the line named it without
+    a way out); the scorecard reported from a folder without one, as it says, is written from its figures."""
+    card = _dynamic_degree_scorecard(tmp_path / "shared")
+    (tmp_path / "shared" / "samples.jsonl").unlink()
+    (tmp_path / "shared" / IDENTITY_FILE).write_text("{}")   # stray
+    result = runner.invoke(cli.app, ["report", str(card), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 2 and not (tmp_path / "report").exists()
+    assert f"{card.parent / IDENTITY_FILE} makes its folder a run directory: " in result.output
+    assert f"beside a stray {IDENTITY_FILE}, report it from a folder without one" in result.output
+    alone = tmp_path / "alone" / "scorecard.json"
+    alone.parent.mkdir()
+    shutil.copy(card, alone)
+    result = runner.invoke(cli.app, ["report", str(alone), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    assert "No per-sample records given." in (tmp_path / "report" / "index.html").read_text()
 
 
 def test_a_report_of_a_copied_run_whose_samples_link_dangles_names_the_link(tmp_path: Path) -> None:
@@ -481,8 +501,9 @@ def test_a_report_of_a_copied_run_whose_samples_link_dangles_names_the_link(tmp_
     assert result.exit_code == 2 and not (tmp_path / "report").exists()
     assert result.output == (f"error: {card.parent / 'samples.jsonl'}: a dangling symlink (to "
                              "'../store/samples.jsonl'); it holds the per-sample records the scorecard names (needed "
-                             f"here); {card.parent / IDENTITY_FILE} makes its folder a run directory (a scorecard "
-                             "copied alone, without it, is reported from its figures)\n")
+                             f"here); {card.parent / IDENTITY_FILE} makes its folder a run directory: restore the "
+                             f"records there, or, for a scorecard copied there alone beside a stray {IDENTITY_FILE}, "
+                             "report it from a folder without one (then from its figures)\n")
 
 
 def test_a_report_of_a_scorecard_copied_alone_is_written_from_its_figures(tmp_path: Path) -> None:

@@ -358,6 +358,53 @@ def test_a_run_on_several_devices_keeps_the_cache_within_its_bound(toy: Recipe, 
     assert list(cache.rglob(f"*{SUFFIX}")) == []
 
 
+class _Sent(Exception):
+    """Raised by ``_CapturingContext``'s pool once it has the jobs: what the workers were to be sent."""
+
+
+class _CapturingContext:
+    """A stand-in for the spawn context that keeps the jobs ``Run.compute`` sends its device workers."""
+
+    def __init__(self, jobs: list[tuple]) -> None:
+        self.jobs = jobs
+
+    def Pool(self, *args, **kwargs):   # noqa: N802 (multiprocessing's name)
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def map(self, fn, jobs):
+        self.jobs.extend(jobs)
+        raise _Sent
+
+
+def test_a_device_worker_is_sent_only_the_held_records_of_its_own_tasks(
+        toy: Recipe, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``Run.pending`` held (``record_of(hold=True)``) was in the cache object copied into every device worker,
+    every record once per device: each worker is sent those of its own tasks alone, and no folder listing. The
+    workers still take them: the run computes none."""
+    import multiprocessing
+
+    _compute(toy, tmp_path / "a")
+    run = Run(toy, toy.config("Toy-Nano", out_dir=tmp_path / "b", limit=4, env={}))
+    assert len(run.pending(TASKS).cached) == 4   # held for the compute below
+    jobs: list[tuple] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(multiprocessing, "get_context", lambda method: _CapturingContext(jobs))
+        with pytest.raises(_Sent):
+            run.compute(TASKS, _slow_on, devices=["cpu", "cpu"])
+    hashes = [input_hash(task) for task in TASKS]
+    sent = [(job[3], job[8]) for job in jobs]   # each worker's part of the tasks and its cache
+    assert [sorted(part_cache._held) for _, part_cache in sent] == [sorted(part.select(hashes)) for part, _ in sent]
+    assert all(part_cache._listed == {} for _, part_cache in sent)
+    done = run.compute(TASKS, _slow_on, devices=["cpu", "cpu"])
+    assert (done.n_done, done.n_cached, done.n_failed) == (0, 4, 0)
+
+
 def _record(i: int) -> bytes:
     """The bytes of a sound record of task hash ``{i:064x}`` computed by ``CODE``."""
     return SampleRecord(f"s{i}", "ok", {"f1": 0.5}, None, f"{i:064x}", 0.02, implementation=CODE).to_bytes()

@@ -28,6 +28,7 @@ from pinbench.media.video import (
     VideoInfo,
     is_valid_video,
     iter_frames,
+    misnamed,
     read_video,
     require_backend,
     video_info,
@@ -362,6 +363,32 @@ def test_a_picture_named_mp4_is_refused_as_a_picture_format_by_every_reader(tmp_
             read()
         assert str(err.value) == f"{path}: undecodable: {named}, not a video container", reader
     assert not is_valid_video(path, 1)
+
+
+# each container PyAV writes for a name, with a codec it takes; the FFmpeg demuxer that reads it; what the name names
+_CONTAINERS = {".mp4": "libx264", ".mov": "libx264", ".mkv": "libx264", ".webm": "libvpx-vp9", ".avi": "mpeg4"}
+_DEMUXER = {".mp4": "mov", ".mov": "mov", ".mkv": "matroska", ".webm": "matroska", ".avi": "avi"}
+_NAMES = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm", ".avi": "avi"}
+
+
+def test_a_video_whose_container_is_not_what_its_extension_names_is_said_so(synthetic_frames, tmp_path: Path) -> None:
+    """An input's extension that names another container (a Matroska file named ``.mp4``, an MP4 named ``.avi``)
+    is said in one line naming the file, its extension and the container found, for a recipe to refuse; every
+    container PyAV writes under its own name (MP4, MOV, MKV, WebM, AVI) passes, as does a name that names none."""
+    frames = synthetic_frames(4)
+    for suffix, codec in _CONTAINERS.items():
+        path = write_video(tmp_path / f"v{suffix}", frames, 8, codec=codec)
+        found = video_info(path).container
+        for other in _CONTAINERS:
+            renamed = path.with_name(f"{path.stem}-{suffix[1:]}{other}")
+            os.link(path, renamed)
+            expected = None if _DEMUXER[other] == _DEMUXER[suffix] else (
+                f"a {found} container under the extension {other} (which names {_NAMES[other]}): rename it to its "
+                "format's extension")
+            assert misnamed(video_info(renamed)) == expected, (suffix, other)
+        raw = path.with_name(f"{path.stem}-{suffix[1:]}.bin")
+        os.link(path, raw)
+        assert misnamed(video_info(raw)) is None, suffix
 
 
 @pytest.mark.parametrize("text, shown", [
@@ -761,6 +788,25 @@ def test_a_fragmented_mp4_with_audio_is_demuxed_once_for_its_fragment_check(synt
     monkeypatch.setattr(av, "open", counting_open)
     assert video_info(path).n_frames == 12
     assert (len(opened), len(demuxed)) == (2, 1 if video._INDEXED else 2)
+
+
+def test_a_fragmented_mp4s_fragments_are_read_once_for_every_track(synthetic_frames, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fragment check counts each track's ``trun`` samples from the ``moof`` boxes: it walked every ``moof`` once
+    per track (twice for video and audio); one pass now gives every track's count, the same totals."""
+    path = tmp_path / "both.mp4"
+    _fragmented_mp4(path, synthetic_frames(12), audio=True)
+    walked: list[tuple[int, int]] = []
+    real_children = video._children
+
+    def counting_children(fh: Any, payload: tuple[int, int], box_type: bytes | None) -> Any:
+        if box_type == b"traf":
+            walked.append(payload)
+        return real_children(fh, payload, box_type)
+
+    monkeypatch.setattr(video, "_children", counting_children)
+    assert video_info(path).n_frames == 12
+    assert walked and len(walked) == len(set(walked)), walked
 
 
 def test_a_fragmented_mp4_cut_where_a_fragment_starts_is_a_whole_shorter_video(synthetic_frames,

@@ -928,8 +928,9 @@ def _load_run(scorecard: Path, *, run_marker: Path | None = None) -> tuple[Score
         try:
             samples_path: Path | None = samples_file(scorecard, card)
         except CompareError as exc:
-            _fail(f"{exc}; {run_marker} makes its folder a run directory (a scorecard copied alone, without it, is "
-                  "reported from its figures)")
+            _fail(f"{exc}; {run_marker} makes its folder a run directory: restore the records there, or, for a "
+                  f"scorecard copied there alone beside a stray {run_marker.name}, report it from a folder without "
+                  "one (then from its figures)")
     else:
         samples_path = scorecard.parent / card.samples.path if card.samples.path else None
     samples = read_merged(samples_path) if samples_path and samples_path.is_file() else None

@@ -17,7 +17,15 @@ import numpy as np
 
 from pinbench.core.files import sha256_fd
 from pinbench.core.inputs import InputTask
-from pinbench.media.video import VideoInfo, opened_video, read_video, video_info, write_video
+from pinbench.media.video import (
+    VideoError,
+    VideoInfo,
+    misnamed,
+    opened_video,
+    read_video,
+    video_info,
+    write_video,
+)
 from pinbench_recipes.dynamic_degree import clips as clipping
 from pinbench_recipes.dynamic_degree import scoring
 from pinbench_recipes.dynamic_degree.flow import PREVIEW_LABEL, FlowEstimator
@@ -132,6 +140,8 @@ def load_clips(path: Path, source: ClipSource, fd: int | None = None) -> tuple[V
     file decoded."""
     with opened_video(path, fd) as fd:
         info = video_info(path, fd=fd)
+        if (why := misnamed(info)) is not None:
+            raise VideoError(path, why)
         clip_list = clipping.split_clips(info.n_frames, info.fps)
         if source.reencode:
             clip_frames, backend = _reencoded_clips(path, fd, info, clip_list, source)

@@ -874,12 +874,16 @@ def _unchanged(scorecard: Path, report: Path, computed_from: str | None) -> Scor
 def _in_workers(tasks: Sequence[Task], build: Callable[[str], SampleFn], out_dir: Path, shard: Shard | None,
                 devices: list[str], *, label: str, validate: Validator | None, implementation: Implementation | None,
                 cache: SampleCache | None) -> RunSummary:
-    """Part k of this shard on ``devices[k]``, each in its own (spawned) process; the parts' records merged."""
+    """Part k of this shard on ``devices[k]``, each in its own (spawned) process; the parts' records merged. Each
+    is sent the sample cache's records held for its own tasks alone (``SampleCache.part``)."""
     import multiprocessing
 
     whole, started = shard or Shard(0, 1), time.perf_counter()
-    jobs = [(list(tasks), build, out_dir, whole.part(k, len(devices)), device, f"{label} [{device}]", validate,
-             implementation, cache, k == 0, fetch_context()) for k, device in enumerate(devices)]
+    hashes = [] if cache is None else [input_hash(task) for task in tasks]
+    shares = [whole.part(k, len(devices)) for k in range(len(devices))]
+    jobs = [(list(tasks), build, out_dir, share, device, f"{label} [{device}]", validate, implementation,
+             None if cache is None else cache.part(share.select(hashes)), k == 0, fetch_context())
+            for k, (share, device) in enumerate(zip(shares, devices, strict=True))]
     with multiprocessing.get_context("spawn").Pool(len(devices), initializer=die_with_parent) as pool:
         parts = pool.map(_worker, jobs)
     records = {sid: record for part in parts for sid, record in part.records.items()}

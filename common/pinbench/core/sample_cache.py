@@ -32,12 +32,13 @@ or ``off``. The entries are as trustworthy as the folder: anyone who can write t
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import os
 import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,6 +226,16 @@ class SampleCache:
         if hold:
             self._held[task_hash] = stored
         return stored
+
+    def part(self, task_hashes: Collection[str]) -> SampleCache:
+        """A copy for the device worker (``Run.compute``'s ``devices``, pickled into its spawned process) that computes
+        the tasks of ``task_hashes``: it holds what ``record_of(hold=True)`` found for those alone, and no folder
+        listings (the worker lists a folder it reads). Every worker was sent every held record and listing: memory
+        once per device."""
+        part = copy.copy(self)
+        part._held = {task_hash: self._held[task_hash] for task_hash in task_hashes if task_hash in self._held}
+        part._listed = {}
+        return part
 
     def refused(self, task_hash: str, why: str) -> None:
         """Said for a sound entry of this task whose record the runner refused (``why``: a failure, a result the

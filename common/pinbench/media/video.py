@@ -339,21 +339,23 @@ def _external_data(fd: int, moov: tuple[int, int], track_id: int) -> bool:
     return False
 
 
-def _fragment_samples(fd: int, fragments: list[tuple[int, int]], track_id: int) -> int:
-    """How many samples the ``trun`` boxes of track ``track_id`` declare in the ``moof`` payloads ``fragments``:
-    what a fragmented file holds beyond ``moov``'s own samples, read from the boxes as an older PyAV has no index."""
-    count = 0
+def _fragment_samples(fd: int, fragments: list[tuple[int, int]]) -> dict[int, int]:
+    """How many samples the ``trun`` boxes of each track (by track_ID) declare in the ``moof`` payloads
+    ``fragments``: what a fragmented file holds beyond ``moov``'s own samples, read from the boxes as an older PyAV
+    has no index. One pass for every track: the boxes were read once per track."""
+    counts: dict[int, int] = {}
     with _reader(fd) as fh:
         for moof in fragments:
             for traf in _children(fh, moof, b"traf"):
-                for tfhd in _children(fh, traf, b"tfhd"):   # version and flags, then track_ID
-                    fh.seek(tfhd[0] + 4)
-                    if fh.read(4) != (track_id % 2**32).to_bytes(4, "big"):
-                        break
-                    for trun in _children(fh, traf, b"trun"):   # version and flags, then sample_count
-                        fh.seek(trun[0] + 4)
-                        count += int.from_bytes(fh.read(4), "big")
-    return count
+                tfhd = next(_children(fh, traf, b"tfhd"), None)   # version and flags, then track_ID
+                if tfhd is None:
+                    continue
+                fh.seek(tfhd[0] + 4)
+                track_id = int.from_bytes(fh.read(4), "big")
+                for trun in _children(fh, traf, b"trun"):   # version and flags, then sample_count
+                    fh.seek(trun[0] + 4)
+                    counts[track_id] = counts.get(track_id, 0) + int.from_bytes(fh.read(4), "big")
+    return counts
 
 
 def _check_fragments(path: Path, fd: int, container: av.container.InputContainer, bmff: _Bmff) -> None:
@@ -372,8 +374,9 @@ def _check_fragments(path: Path, fd: int, container: av.container.InputContainer
     with open_video(path, fd, {"ignore_editlist": "1"}) as again:   # every sample, an edit list's too: one container
         holds = [_samples_held(entries, bmff.media)   # (PyAV 17's index is read while its container is open)
                  for entries in _index(again, *(again.streams[stream.index] for stream in tracks))]
+    fragment_samples = _fragment_samples(fd, bmff.fragments)
     for stream, held in zip(tracks, holds, strict=True):
-        declared = (stream.frames or 0) + _fragment_samples(fd, bmff.fragments, stream.id)
+        declared = (stream.frames or 0) + fragment_samples.get(stream.id % 2**32, 0)
         if held < declared:
             what = counted(declared, "frame") if stream.type == "video" else f"{declared} {stream.type} samples"
             raise VideoError(path, f"truncated: container declares {what}, holds {held}")
@@ -540,6 +543,23 @@ def _probe(path: Path, fd: int) -> _Probe:
     duration_s = declared_s if declared_s else n_frames / fps
     return _Probe(VideoInfo(path, n_frames, fps, width, height, codec, duration_s, container_name), discarded,
                   cover_first)
+
+
+# The container a video's extension names, as a name in FFmpeg's demuxer of it ("mov,mp4,m4a,3gp,3g2,mj2",
+# "matroska,webm": a .mov in MP4 or a .mkv in WebM is what its name says); another extension names none
+_NAMED_CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm", ".avi": "avi"}
+
+
+def misnamed(info: VideoInfo) -> str | None:
+    """Why a recipe's input is refused whose container is not the one its extension names (a Matroska or AVI file
+    named ``.mp4``: a reader of the container's own facts, or a page that serves it by its name, takes it for
+    another), or None. Rollouts have their recipe's own rule (``rollout_container``)."""
+    suffix = info.path.suffix.lower()
+    wanted = _NAMED_CONTAINERS.get(suffix)
+    if wanted is None or wanted in info.container.split(","):
+        return None
+    return (f"a {info.container} container under the extension {info.path.suffix} (which names {wanted}): rename "
+            "it to its format's extension")
 
 
 # FFmpeg demuxers of animated pictures, which read one as a video: what a page calls it

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from fifo_swap import check_then_swap, within
 from loose_task import LooseTask
 
 from pinbench.core.runner import run_samples
-from pinbench.media.video import VideoError
+from pinbench.media.video import VideoError, write_video
 from pinbench_recipes.dynamic_degree.flow import FarnebackPreview, RaftThings
 from pinbench_recipes.dynamic_degree.motion import OFFICIAL_METRIC, PREVIEW_METRIC, ClipSource, score_video
 from pinbench_recipes.dynamic_degree.tests.conftest import random_raft_state
@@ -121,6 +123,27 @@ def test_corrupt_and_zero_frame_videos_give_one_line_errors(tmp_path: Path,
         assert message.startswith(str(path)) and "\n" not in message, name
     with pytest.raises(VideoError, match="empty file"):
         score_video(bad["empty"], PREVIEW)
+
+
+def test_an_input_whose_container_is_not_what_its_extension_names_is_refused(
+        tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    """A Matroska file named ``.mp4`` was scored as a video: it is refused in one line naming the file, its extension
+    and the container found; the same frames as a real MKV, WebM or MOV are scored alike."""
+    import av
+
+    good = texture_video("good", n_frames=16)
+    expected = score_video(good, PREVIEW)[PREVIEW_METRIC]
+    for suffix, codec in ((".mkv", "libx264"), (".webm", "libvpx-vp9"), (".mov", "libx264")):
+        with av.open(str(good)) as source:
+            frames = np.stack([frame.to_ndarray(format="rgb24") for frame in source.decode(video=0)])
+        made = write_video(tmp_path / f"real{suffix}", frames, 8.0, codec=codec)
+        assert score_video(made, PREVIEW)[PREVIEW_METRIC] == expected, suffix
+    misnamed = tmp_path / "misnamed.mp4"
+    os.link(tmp_path / "real.mkv", misnamed)
+    with pytest.raises(VideoError) as refused:
+        score_video(misnamed, PREVIEW)
+    assert str(refused.value) == (f"{misnamed}: a matroska,webm container under the extension .mp4 (which names mp4): "
+                                  "rename it to its format's extension")
 
 
 def test_bad_videos_do_not_stop_the_others(tmp_path: Path, texture_video: Callable[..., Path]) -> None:
