@@ -985,6 +985,27 @@ def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential
         "files it needs, or put them in --generator-image")
 
 
+@pytest.mark.parametrize("store", [".git/modules/sub", ".git/modules/libs/sub", ".git/modules/sub/modules/inner"])
+@pytest.mark.parametrize("held", ["FETCH_HEAD", "packed-refs", "logs/HEAD", "logs/refs/remotes/origin/main"])
+def test_a_submodule_s_store_is_read_as_the_top_store_is(client: FakeDockerClient, tmp_path: Path, store: str,
+                                                         held: str) -> None:
+    """Of a submodule's store (.git/modules/NAME/, a nested one's in its modules/) only the config was read: a token
+    in its FETCH_HEAD, packed-refs or reflog, read in the top store's, was mounted (stop_note_s58)."""
+    folder = tmp_path / "project"
+    for path in (".git", *(store.rsplit("/modules/", n)[0] for n in range(store.count("/modules/")))):
+        (folder / path).mkdir(parents=True, exist_ok=True)
+        (folder / path / "HEAD").write_text("ref: refs/heads/main\n")
+        (folder / path / "config").write_text("[core]\n\tbare = false\n")
+    (folder / store / held).parent.mkdir(parents=True, exist_ok=True)
+    (folder / store / held).write_text(f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tfetch from https://user:"
+                                       f"{GIT_TOKEN}@github.com/o/r\n")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its {store}/{held} holds a credential); "
+        "name the files it needs, or put them in --generator-image")
+    (folder / store / held).write_text(f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tfetch from https://github.com/o/r\n")
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
 def test_an_included_config_holding_a_credential_is_read_beside_a_hundred_submodules(
         client: FakeDockerClient, tmp_path: Path) -> None:
     """The limit on the included files read counted each submodule's store's config too: past 96 submodules
@@ -1016,6 +1037,24 @@ def test_a_git_store_s_modules_past_the_check_limit_are_refused_in_one_line(
         "too many to check each name for a secret's); name the files it needs, or put them in --generator-image")
     (folder / ".git" / "modules" / "sub10").rmdir()
     assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
+def test_a_submodule_s_reflogs_count_against_the_check_limit(client: FakeDockerClient, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submodule's store's logs/, now read, count with the folder's names against ``MOUNT_CHECK_LIMIT``."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "MOUNT_CHECK_LIMIT", 10)
+    store = tmp_path / "project" / ".git" / "modules" / "sub"
+    (store / "logs" / "refs" / "heads").mkdir(parents=True)
+    (store / "HEAD").write_text("ref: refs/heads/main\n")
+    (store / "config").write_text("[core]\n\tbare = false\n")
+    for i in range(8):   # sub/, HEAD, config, logs' refs/, heads/ and these 8: 13 names
+        (store / "logs" / "refs" / "heads" / f"b{i}").write_text("")
+    assert "it holds more than 10 files and folders" in _mount_refusal(client, tmp_path, "code", tmp_path / "project")
+    for i in range(3):
+        (store / "logs" / "refs" / "heads" / f"b{i}").unlink()
+    assert _mount_mode(tmp_path, client, tmp_path / "project") == "ro"
 
 
 def test_a_git_store_including_more_configs_than_are_read_is_refused_in_one_line(

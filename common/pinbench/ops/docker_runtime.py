@@ -353,6 +353,7 @@ def _packaged(path: str, listed: Mapping[str, str], folder: bool = False) -> boo
 _GIT_HEADER = re.compile(r"\s*\[\s*(\w*)[^\]]*\]?")
 _GIT_PATH = re.compile(r"\s*path\s*=(.*)", re.I)
 _GIT_INCLUDES_MOST = 100   # included files read beyond the stores' own, one more refused (git's chain limit: 10 deep)
+_GIT_HELD = ("config", "config.worktree", "FETCH_HEAD", "packed-refs")   # a store's files read, beside its reflogs
 
 
 _WALK_DEPTH_MOST = 400   # os.walk recurses a level a frame (Python 3.11): 1,100 folders deep raised RecursionError
@@ -372,21 +373,24 @@ def _walk(top: str | Path, refuse: Callable[[str], NoReturn], source: Path,
 
 def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                counted: Callable[[int], None]) -> list[str]:
-    """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree, each
-    submodule's store's config (modules/NAME/config), FETCH_HEAD, packed-refs, every reflog under logs/ (HEAD's and
-    each ref's: a clone's 'from URL', a fetch's), and the files [include]/[includeIf] sections name, an included
-    file's own includes too, that lie in ``source``: one outside it is not mounted, so it hands the container
-    nothing. The names walked in logs/ and modules/ are ``counted``
-    (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``: the rest went unread."""
-    found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "packed-refs")]
-    logs = []
-    for top, folders, files in _walk(os.path.join(git_dir, "logs"), refuse, source):   # a branch may be named config
-        counted(len(folders) + len(files))
-        logs += [os.path.join(top, name) for name in sorted(files)]
+    """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree,
+    FETCH_HEAD, packed-refs, every reflog under logs/ (HEAD's and each ref's: a clone's 'from URL', a fetch's), the
+    same files of each submodule's store (modules/NAME/, a NAME with a slash, and theirs in modules/NAME/modules/),
+    and the files [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``:
+    one outside it is not mounted, so it hands the container nothing. The names walked in modules/ and the stores'
+    logs/ are ``counted`` (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``:
+    the rest went unread."""
+    stores, found, logs = [git_dir], [os.path.join(git_dir, name) for name in _GIT_HELD], []
     for top, folders, files in _walk(os.path.join(git_dir, "modules"), refuse, source):
-        folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
+        if "HEAD" in files or "config" in files:   # a submodule's store: its reflogs read below, not its objects
+            stores.append(top)
+            folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         counted(len(folders) + len(files))
-        found += [os.path.join(top, "config")] if "config" in files else []
+        found += [os.path.join(top, name) for name in _GIT_HELD if name in files]
+    for store in stores:
+        for top, folders, files in _walk(os.path.join(store, "logs"), refuse, source):   # a branch may be named config
+            counted(len(folders) + len(files))
+            logs += [os.path.join(top, name) for name in sorted(files)]
     configs = [path for path in found if os.path.basename(path) in ("config", "config.worktree")]
     most = len(found) + _GIT_INCLUDES_MOST   # not counting the submodules': 96 of them left .git/config's unread
     while configs:
