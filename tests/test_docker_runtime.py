@@ -846,6 +846,28 @@ def test_an_installed_package_s_file_holding_a_secret_is_refused(client: FakeDoc
         f"venv/lib/python3.11/site-packages/myproj/{name}, {kind})")
 
 
+@pytest.mark.parametrize("inside", [True, False])
+def test_an_installed_package_s_link_is_trusted_only_to_a_listed_file_in_the_mount(
+        client: FakeDockerClient, tmp_path: Path, inside: bool) -> None:
+    """A link a package's list names (pkg/x.pem to a file beside it) was never trusted, its hash never read, and the
+    folder was refused for it (stop_note_s58). It is the package's when the file it resolves to lies in the mounted
+    folder and hashes to the list's; one resolving outside the folder is judged by its name."""
+    folder = tmp_path / "project"
+    packages = folder / "venv/lib/python3.11/site-packages"
+    target = (packages / "pkg" / "certs" if inside else tmp_path / "elsewhere") / "bundle.crt"
+    target.parent.mkdir(parents=True)
+    (packages / "pkg").mkdir(parents=True, exist_ok=True)
+    target.write_text("certificates\n")
+    (packages / "pkg" / "x.pem").symlink_to(os.path.relpath(target, packages / "pkg"))
+    _record(packages, "pkg")   # x.pem listed with its target's hash
+    if inside:
+        assert _mount_mode(tmp_path, client, folder) == "ro"
+    else:
+        assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+            f"-g code: {folder} is not mounted into the generator's container (it holds "
+            "venv/lib/python3.11/site-packages/pkg/x.pem, named for a secret)")
+
+
 def test_a_conda_environment_s_package_files_are_passed_and_a_user_s_refused(client: FakeDockerClient,
                                                                            tmp_path: Path) -> None:
     """A conda environment's root was not read: its conda-meta/*.json records list the files each package put

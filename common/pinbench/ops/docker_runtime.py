@@ -339,13 +339,16 @@ def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[
             if isinstance(path, str) and isinstance(digest, str) and not os.path.normpath(path).startswith("..")}
 
 
-def _packaged(path: str, listed: Mapping[str, str], folder: bool = False) -> bool:
+def _packaged(path: str, listed: Mapping[str, str], source: Path, folder: bool = False) -> bool:
     """Whether ``path`` is an installed package's: a file its list names (``_package_files``) whose content hashes
     to the list's and holds nothing that could be a secret (``pip install .`` of a project copies its .env with its
-    hash), or a ``folder`` holding one (the docker package's credentials/)."""
+    hash), or a ``folder`` holding one (the docker package's credentials/). A listed link (conda's softlink) is judged
+    by the file it resolves to, which must lie in ``source``, the mounted folder: one outside it is never trusted."""
     if folder:
-        return any(name.startswith(path + os.sep) and _packaged(name, listed) for name in listed)
-    return path in listed and regular_sha256(Path(path)) == listed[path] and not holds_secret(_head(path))
+        return any(name.startswith(path + os.sep) and _packaged(name, listed, source) for name in listed)
+    target = os.path.realpath(path)
+    return (path in listed and Path(target).is_relative_to(source) and regular_sha256(Path(target)) == listed[path]
+            and not holds_secret(_head(target)))
 
 
 # a config line's section header, the rest of the line its first variable's ([include]path=x is git's too), and an
@@ -460,9 +463,9 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
         ours = sum(os.path.join(top, name) in listed for name in files)
         counted(len(folders) + len(files) - ours, ours)
         found = sorted([name for name in folders if name != ".env" and is_secret_file(name)
-                        and not _packaged(os.path.join(top, name), listed, folder=True)] + [
+                        and not _packaged(os.path.join(top, name), listed, source, folder=True)] + [
             name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)
-            and not _packaged(os.path.join(top, name), listed)])
+            and not _packaged(os.path.join(top, name), listed, source)])
         if found:
             more = f", and {len(found) - 1} more beside it" if len(found) > 1 else ""
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, found[0]), source))}, named for a " \
