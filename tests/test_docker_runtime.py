@@ -793,7 +793,6 @@ WRONG_HASH = "sha256=" + "A" * 43   # a well-formed digest that is not the file'
     ("x-1.0.dist-info/RECORD", f"src/app.py,{WRONG_HASH},1\nsrc/hf_token,,", "src/hf_token"),
     ("x-1.0.dist-info/RECORD", "src/hf_token,sha256=x,1", "src/hf_token"),
     ("x-1.0.dist-info/RECORD", f"src/hf_token,{WRONG_HASH},1", "src/hf_token"),
-    ("info/files", "src/hf_token", "src/hf_token"),
     ("info/paths.json", json.dumps({"paths": [{"_path": "src/hf_token", "sha256": "0" * 64}]}), "src/hf_token"),
     ("conda-meta/x-1.0-0.json", json.dumps({"files": ["src/hf_token"], "paths_data": {"paths": [
         {"_path": "src/hf_token", "sha256": "0" * 64}]}}), "src/hf_token")])
@@ -810,6 +809,28 @@ def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
     (folder / held).write_text("HF_TOKEN=x\n")
     assert _mount_refusal(client, tmp_path, "code", folder).startswith(
         f"-g code: {folder} is not mounted into the generator's container (it holds {held}, named for a secret)")
+
+
+@pytest.mark.parametrize(("listing", "text", "held"), [
+    ("conda-meta/ca-certificates-2019.1.23-0.json", json.dumps({"name": "ca-certificates",
+                                                                "files": ["ssl/cacert.pem"]}), "ssl/cacert.pem"),
+    ("pkgs/ca-certificates-2019.1.23-0/info/files", "ssl/cacert.pem\n",
+     "pkgs/ca-certificates-2019.1.23-0/ssl/cacert.pem"),
+    ("info/files", "src/hf_token\n", "src/hf_token")])   # a hand-made list, refused alike
+def test_a_file_a_conda_list_names_without_a_hash_is_refused_saying_so(
+        client: FakeDockerClient, tmp_path: Path, listing: str, text: str, held: str) -> None:
+    """An older conda's record lists its files with no hash (``files``, no ``paths_data``), as a package's
+    info/files does: nothing tells the package's ssl/cacert.pem from one put in its place, so it is refused, but the
+    line read as if the file were a secret (stop_note_s58). It says its list gave no hash."""
+    folder = tmp_path / "env"
+    (folder / listing).parent.mkdir(parents=True)
+    (folder / listing).write_text(text)
+    (folder / held).parent.mkdir(parents=True, exist_ok=True)
+    (folder / held).write_text("certificates\n")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds {held}, named like a secret's "
+        f"file: {listing}, its package's list of files, gives no hash (an older conda's) to tell the package's own "
+        "file from one put in its place); name the files it needs, or put them in --generator-image")
 
 
 @pytest.mark.parametrize("added", ["docker/.env", "docker/hf_token", "docker/credentials/hf_token"])

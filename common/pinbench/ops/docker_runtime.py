@@ -296,7 +296,8 @@ def _secret_template(name: str, path: str | Path) -> bool:
     return suffix.lower() in TEMPLATE_SUFFIXES and is_secret_file(stem) and holds_secret(_head(path))
 
 
-def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[[str], NoReturn]) -> dict[str, str]:
+def _package_files(top: str, folders: list[str], source: Path,
+                   refuse: Callable[[str], NoReturn]) -> tuple[dict[str, str], dict[str, str]]:
     """The files in ``top`` an installer's list of a package's files there names, each with the SHA-256 (hex) the
     list gives its content: a ``*.dist-info/RECORD`` (pip's ``path,sha256=<urlsafe base64>,size``: site-packages,
     Debian's dist-packages, ``pip install --target vendor``), a conda environment's ``conda-meta/*.json`` or a conda
@@ -305,8 +306,10 @@ def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[
     content hashes to that (``_packaged``): a hand-made list naming a user's src/.env, a line with no hash (pip's
     own RECORD line) or a file added to a package's folder after install is judged as any user file is. A listed
     path outside ``top`` (RECORD's ../../bin/pip) is not taken. A conda list that is not JSON, or past
-    ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged."""
-    listed = {}
+    ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged. Second, the files a conda list names
+    with no hash (an older conda's record, ``files`` without ``paths_data``; a package's ``info/files``), each
+    with that list: trusted for nothing, but a refusal of one says its list gave no hash."""
+    listed, unhashed = {}, {}
     for name in sorted(name for name in folders if name.endswith(".dist-info")):
         for line in _head(os.path.join(top, name, "RECORD")).splitlines():
             path, _, rest = line.partition(",")
@@ -322,21 +325,31 @@ def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[
     except OSError:   # the walk refuses it, naming it, when it gets there
         conda = []
     lists = [os.path.join(top, "conda-meta", name) for name in conda if name.endswith(".json")]
-    for path in lists + ([os.path.join(top, "info", "paths.json")] if "info" in folders else []):
+    if "info" in folders:
+        lists.append(os.path.join(top, "info", "paths.json"))
+        unhashed.update(dict.fromkeys(_head(os.path.join(top, "info", "files")).splitlines(),
+                                      os.path.join(top, "info", "files")))
+    for path in lists:
         text = _head(path)
         if not text:   # no info/paths.json (an older package): its files judged by their names
             continue
         try:
             record = json.loads(text) if len(text) < _CHECK_READ_LIMIT else None
             paths = record.get("paths_data", record).get("paths", [])
+            names = record.get("files", [])
         except (ValueError, AttributeError, RecursionError):   # [[[... 100,000 deep: RecursionError, not a line
             refuse(f"it holds {shown_name(os.path.relpath(path, source))}, not conda's list of a package's files "
                    f"(a JSON object of at most {_CHECK_READ_LIMIT:,} bytes) to check them by")
+        unhashed.update(dict.fromkeys(names if isinstance(names, list) else [], path))
         for entry in paths if isinstance(paths, list) else []:
             if isinstance(entry, dict):   # each other entry trusted for nothing
                 listed[entry.get("_path")] = entry.get("sha256_in_prefix") or entry.get("sha256")
-    return {os.path.join(top, os.path.normpath(path)): digest for path, digest in listed.items()
-            if isinstance(path, str) and isinstance(digest, str) and not os.path.normpath(path).startswith("..")}
+
+    def inside(named: dict[Any, Any]) -> dict[str, str]:
+        return {os.path.join(top, os.path.normpath(path)): value for path, value in named.items()
+                if isinstance(path, str) and isinstance(value, str) and not os.path.normpath(path).startswith("..")}
+
+    return inside(listed), inside(unhashed)
 
 
 def _packaged(path: str, listed: Mapping[str, str], source: Path, folder: bool = False) -> bool:
@@ -438,6 +451,7 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
                f"names for a secret's: {exc.strerror}")
 
     seen, packaged, listed = 0, 0, {}   # listed: the package files its folders' lists name, with their hashes
+    unhashed: dict[str, str] = {}   # the files a conda list names with no hash, with that list (_package_files)
 
     def counted(names: int, package_files: int = 0) -> None:   # the folder's own walk's and its git stores' modules/
         nonlocal seen, packaged                                 # walks' names together; its packages' listed files
@@ -458,7 +472,9 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
         held = (path for git in gits for path in _git_files(git, source, refuse, counted))
         if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
-        listed.update(_package_files(top, folders, source, refuse))
+        hashed, named = _package_files(top, folders, source, refuse)
+        listed.update(hashed)
+        unhashed.update(named)
         folders[:] = [name for name in folders if not _public_folder(top, name, files)]
         ours = sum(os.path.join(top, name) in listed for name in files)
         counted(len(folders) + len(files) - ours, ours)
@@ -467,9 +483,13 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
             name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)
             and not _packaged(os.path.join(top, name), listed, source)])
         if found:
+            first = os.path.join(top, found[0])
             more = f", and {len(found) - 1} more beside it" if len(found) > 1 else ""
-            return f"it holds {shown_name(os.path.relpath(os.path.join(top, found[0]), source))}, named for a " \
-                   f"secret{more}"
+            if first in unhashed and first not in listed:
+                return f"it holds {shown_name(os.path.relpath(first, source))}, named like a secret's file{more}: " \
+                       f"{shown_name(os.path.relpath(unhashed[first], source))}, its package's list of files, " \
+                       "gives no hash (an older conda's) to tell the package's own file from one put in its place"
+            return f"it holds {shown_name(os.path.relpath(first, source))}, named for a secret{more}"
         if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))),
                              None)) is not None:
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, template), source))}, a secret file's " \
