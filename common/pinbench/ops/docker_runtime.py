@@ -336,7 +336,7 @@ def _package_files(top: str, folders: list[str], source: Path,
         try:
             record = json.loads(text) if len(text) < _CHECK_READ_LIMIT else None
             paths = record.get("paths_data", record).get("paths", [])
-            names = record.get("files", [])
+            names = [] if "paths_data" in record else record.get("files", [])   # paths_data's give their hashes
         except (ValueError, AttributeError, RecursionError):   # [[[... 100,000 deep: RecursionError, not a line
             refuse(f"it holds {shown_name(os.path.relpath(path, source))}, not conda's list of a package's files "
                    f"(a JSON object of at most {_CHECK_READ_LIMIT:,} bytes) to check them by")
