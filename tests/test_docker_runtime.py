@@ -819,7 +819,7 @@ def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
     ("info/files", "src/hf_token\n", "src/hf_token")])   # a hand-made list, refused alike
 def test_a_file_a_conda_list_names_without_a_hash_is_refused_saying_so(
         client: FakeDockerClient, tmp_path: Path, listing: str, text: str, held: str) -> None:
-    """An older conda's record lists its files with no hash (``files``, no ``paths_data``), as a package's
+    """A conda-meta record with ``files`` and no ``paths_data`` lists its files with no hash, as a package's
     info/files does: nothing tells the package's ssl/cacert.pem from one put in its place, so it is refused, but the
     line read as if the file were a secret (stop_note_s58). It says its list gave no hash."""
     folder = tmp_path / "env"
@@ -829,8 +829,8 @@ def test_a_file_a_conda_list_names_without_a_hash_is_refused_saying_so(
     (folder / held).write_text("certificates\n")
     assert _mount_refusal(client, tmp_path, "code", folder) == (
         f"-g code: {folder} is not mounted into the generator's container (it holds {held}, named like a secret's "
-        f"file: {listing}, its package's list of files, gives no hash (an older conda's) to tell the package's own "
-        "file from one put in its place); name the files it needs, or put them in --generator-image")
+        f"file: {listing}, its package's list of files, gives no hash to tell the package's own file "
+        "from one put in its place); name the files it needs, or put them in --generator-image")
 
 
 @pytest.mark.parametrize("added", ["docker/.env", "docker/hf_token", "docker/credentials/hf_token"])

@@ -307,7 +307,7 @@ def _package_files(top: str, folders: list[str], source: Path,
     own RECORD line) or a file added to a package's folder after install is judged as any user file is. A listed
     path outside ``top`` (RECORD's ../../bin/pip) is not taken. A conda list that is not JSON, or past
     ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged. Second, the files a conda list names
-    with no hash (an older conda's record, ``files`` without ``paths_data``; a package's ``info/files``), each
+    with no hash (a conda-meta record with ``files`` and no ``paths_data``; a package's ``info/files``), each
     with that list: trusted for nothing, but a refusal of one says its list gave no hash."""
     listed, unhashed = {}, {}
     for name in sorted(name for name in folders if name.endswith(".dist-info")):
@@ -355,7 +355,7 @@ def _package_files(top: str, folders: list[str], source: Path,
 def _packaged(path: str, listed: Mapping[str, str], source: Path, folder: bool = False) -> bool:
     """Whether ``path`` is an installed package's: a file its list names (``_package_files``) whose content hashes
     to the list's and holds nothing that could be a secret (``pip install .`` of a project copies its .env with its
-    hash), or a ``folder`` holding one (the docker package's credentials/). A listed link (conda's softlink) is judged
+    hash), or a ``folder`` holding one (the docker package's credentials/). A listed link is judged
     by the file it resolves to, which must lie in ``source``, the mounted folder: one outside it is never trusted."""
     if folder:
         return any(name.startswith(path + os.sep) and _packaged(name, listed, source) for name in listed)
@@ -488,7 +488,7 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
             if first in unhashed and first not in listed:
                 return f"it holds {shown_name(os.path.relpath(first, source))}, named like a secret's file{more}: " \
                        f"{shown_name(os.path.relpath(unhashed[first], source))}, its package's list of files, " \
-                       "gives no hash (an older conda's) to tell the package's own file from one put in its place"
+                       "gives no hash to tell the package's own file from one put in its place"
             return f"it holds {shown_name(os.path.relpath(first, source))}, named for a secret{more}"
         if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))),
                              None)) is not None:
