@@ -793,7 +793,6 @@ WRONG_HASH = "sha256=" + "A" * 43   # a well-formed digest that is not the file'
     ("x-1.0.dist-info/RECORD", f"src/app.py,{WRONG_HASH},1\nsrc/hf_token,,", "src/hf_token"),
     ("x-1.0.dist-info/RECORD", "src/hf_token,sha256=x,1", "src/hf_token"),
     ("x-1.0.dist-info/RECORD", f"src/hf_token,{WRONG_HASH},1", "src/hf_token"),
-    ("info/files", "src/hf_token", "src/hf_token"),
     ("info/paths.json", json.dumps({"paths": [{"_path": "src/hf_token", "sha256": "0" * 64}]}), "src/hf_token"),
     ("conda-meta/x-1.0-0.json", json.dumps({"files": ["src/hf_token"], "paths_data": {"paths": [
         {"_path": "src/hf_token", "sha256": "0" * 64}]}}), "src/hf_token")])
@@ -810,6 +809,28 @@ def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
     (folder / held).write_text("HF_TOKEN=x\n")
     assert _mount_refusal(client, tmp_path, "code", folder).startswith(
         f"-g code: {folder} is not mounted into the generator's container (it holds {held}, named for a secret)")
+
+
+@pytest.mark.parametrize(("listing", "text", "held"), [
+    ("conda-meta/ca-certificates-2019.1.23-0.json", json.dumps({"name": "ca-certificates",
+                                                                "files": ["ssl/cacert.pem"]}), "ssl/cacert.pem"),
+    ("pkgs/ca-certificates-2019.1.23-0/info/files", "ssl/cacert.pem\n",
+     "pkgs/ca-certificates-2019.1.23-0/ssl/cacert.pem"),
+    ("info/files", "src/hf_token\n", "src/hf_token")])   # a hand-made list, refused alike
+def test_a_file_a_conda_list_names_without_a_hash_is_refused_saying_so(
+        client: FakeDockerClient, tmp_path: Path, listing: str, text: str, held: str) -> None:
+    """A conda-meta record with ``files`` and no ``paths_data`` lists its files with no hash, as a package's
+    info/files does: nothing tells the package's ssl/cacert.pem from one put in its place, so it is refused, but the
+    line read as if the file were a secret (stop_note_s58). It says its list gave no hash."""
+    folder = tmp_path / "env"
+    (folder / listing).parent.mkdir(parents=True)
+    (folder / listing).write_text(text)
+    (folder / held).parent.mkdir(parents=True, exist_ok=True)
+    (folder / held).write_text("certificates\n")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds {held}, named like a secret's "
+        f"file: {listing}, its package's list of files, gives no hash to tell the package's own file "
+        "from one put in its place); name the files it needs, or put them in --generator-image")
 
 
 @pytest.mark.parametrize("added", ["docker/.env", "docker/hf_token", "docker/credentials/hf_token"])
@@ -844,6 +865,28 @@ def test_an_installed_package_s_file_holding_a_secret_is_refused(client: FakeDoc
     assert _mount_refusal(client, tmp_path, "code", folder).startswith(
         f"-g code: {folder} is not mounted into the generator's container (it holds "
         f"venv/lib/python3.11/site-packages/myproj/{name}, {kind})")
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_an_installed_package_s_link_is_trusted_only_to_a_listed_file_in_the_mount(
+        client: FakeDockerClient, tmp_path: Path, inside: bool) -> None:
+    """A link a package's list names (pkg/x.pem to a file beside it) was never trusted, its hash never read, and the
+    folder was refused for it (stop_note_s58). It is the package's when the file it resolves to lies in the mounted
+    folder and hashes to the list's; one resolving outside the folder is judged by its name."""
+    folder = tmp_path / "project"
+    packages = folder / "venv/lib/python3.11/site-packages"
+    target = (packages / "pkg" / "certs" if inside else tmp_path / "elsewhere") / "bundle.crt"
+    target.parent.mkdir(parents=True)
+    (packages / "pkg").mkdir(parents=True, exist_ok=True)
+    target.write_text("certificates\n")
+    (packages / "pkg" / "x.pem").symlink_to(os.path.relpath(target, packages / "pkg"))
+    _record(packages, "pkg")   # x.pem listed with its target's hash
+    if inside:
+        assert _mount_mode(tmp_path, client, folder) == "ro"
+    else:
+        assert _mount_refusal(client, tmp_path, "code", folder).startswith(
+            f"-g code: {folder} is not mounted into the generator's container (it holds "
+            "venv/lib/python3.11/site-packages/pkg/x.pem, named for a secret)")
 
 
 def test_a_conda_environment_s_package_files_are_passed_and_a_user_s_refused(client: FakeDockerClient,
@@ -985,6 +1028,27 @@ def test_a_git_store_s_fetch_head_reflog_or_included_config_holding_a_credential
         "files it needs, or put them in --generator-image")
 
 
+@pytest.mark.parametrize("store", [".git/modules/sub", ".git/modules/libs/sub", ".git/modules/sub/modules/inner"])
+@pytest.mark.parametrize("held", ["FETCH_HEAD", "packed-refs", "logs/HEAD", "logs/refs/remotes/origin/main"])
+def test_a_submodule_s_store_is_read_as_the_top_store_is(client: FakeDockerClient, tmp_path: Path, store: str,
+                                                         held: str) -> None:
+    """Of a submodule's store (.git/modules/NAME/, a nested one's in its modules/) only the config was read: a token
+    in its FETCH_HEAD, packed-refs or reflog, read in the top store's, was mounted (stop_note_s58)."""
+    folder = tmp_path / "project"
+    for path in (".git", *(store.rsplit("/modules/", n)[0] for n in range(store.count("/modules/")))):
+        (folder / path).mkdir(parents=True, exist_ok=True)
+        (folder / path / "HEAD").write_text("ref: refs/heads/main\n")
+        (folder / path / "config").write_text("[core]\n\tbare = false\n")
+    (folder / store / held).parent.mkdir(parents=True, exist_ok=True)
+    (folder / store / held).write_text(f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tfetch from https://user:"
+                                       f"{GIT_TOKEN}@github.com/o/r\n")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its {store}/{held} holds a credential); "
+        "name the files it needs, or put them in --generator-image")
+    (folder / store / held).write_text(f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tfetch from https://github.com/o/r\n")
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
 def test_an_included_config_holding_a_credential_is_read_beside_a_hundred_submodules(
         client: FakeDockerClient, tmp_path: Path) -> None:
     """The limit on the included files read counted each submodule's store's config too: past 96 submodules
@@ -1016,6 +1080,24 @@ def test_a_git_store_s_modules_past_the_check_limit_are_refused_in_one_line(
         "too many to check each name for a secret's); name the files it needs, or put them in --generator-image")
     (folder / ".git" / "modules" / "sub10").rmdir()
     assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
+def test_a_submodule_s_reflogs_count_against_the_check_limit(client: FakeDockerClient, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submodule's store's logs/, now read, count with the folder's names against ``MOUNT_CHECK_LIMIT``."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "MOUNT_CHECK_LIMIT", 10)
+    store = tmp_path / "project" / ".git" / "modules" / "sub"
+    (store / "logs" / "refs" / "heads").mkdir(parents=True)
+    (store / "HEAD").write_text("ref: refs/heads/main\n")
+    (store / "config").write_text("[core]\n\tbare = false\n")
+    for i in range(8):   # sub/, HEAD, config, logs' refs/, heads/ and these 8: 13 names
+        (store / "logs" / "refs" / "heads" / f"b{i}").write_text("")
+    assert "it holds more than 10 files and folders" in _mount_refusal(client, tmp_path, "code", tmp_path / "project")
+    for i in range(3):
+        (store / "logs" / "refs" / "heads" / f"b{i}").unlink()
+    assert _mount_mode(tmp_path, client, tmp_path / "project") == "ro"
 
 
 def test_a_git_store_including_more_configs_than_are_read_is_refused_in_one_line(

@@ -296,7 +296,8 @@ def _secret_template(name: str, path: str | Path) -> bool:
     return suffix.lower() in TEMPLATE_SUFFIXES and is_secret_file(stem) and holds_secret(_head(path))
 
 
-def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[[str], NoReturn]) -> dict[str, str]:
+def _package_files(top: str, folders: list[str], source: Path,
+                   refuse: Callable[[str], NoReturn]) -> tuple[dict[str, str], dict[str, str]]:
     """The files in ``top`` an installer's list of a package's files there names, each with the SHA-256 (hex) the
     list gives its content: a ``*.dist-info/RECORD`` (pip's ``path,sha256=<urlsafe base64>,size``: site-packages,
     Debian's dist-packages, ``pip install --target vendor``), a conda environment's ``conda-meta/*.json`` or a conda
@@ -305,8 +306,10 @@ def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[
     content hashes to that (``_packaged``): a hand-made list naming a user's src/.env, a line with no hash (pip's
     own RECORD line) or a file added to a package's folder after install is judged as any user file is. A listed
     path outside ``top`` (RECORD's ../../bin/pip) is not taken. A conda list that is not JSON, or past
-    ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged."""
-    listed = {}
+    ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged. Second, the files a conda list names
+    with no hash (a conda-meta record with ``files`` and no ``paths_data``; a package's ``info/files``), each
+    with that list: trusted for nothing, but a refusal of one says its list gave no hash."""
+    listed, unhashed = {}, {}
     for name in sorted(name for name in folders if name.endswith(".dist-info")):
         for line in _head(os.path.join(top, name, "RECORD")).splitlines():
             path, _, rest = line.partition(",")
@@ -322,30 +325,43 @@ def _package_files(top: str, folders: list[str], source: Path, refuse: Callable[
     except OSError:   # the walk refuses it, naming it, when it gets there
         conda = []
     lists = [os.path.join(top, "conda-meta", name) for name in conda if name.endswith(".json")]
-    for path in lists + ([os.path.join(top, "info", "paths.json")] if "info" in folders else []):
+    if "info" in folders:
+        lists.append(os.path.join(top, "info", "paths.json"))
+        unhashed.update(dict.fromkeys(_head(os.path.join(top, "info", "files")).splitlines(),
+                                      os.path.join(top, "info", "files")))
+    for path in lists:
         text = _head(path)
         if not text:   # no info/paths.json (an older package): its files judged by their names
             continue
         try:
             record = json.loads(text) if len(text) < _CHECK_READ_LIMIT else None
             paths = record.get("paths_data", record).get("paths", [])
+            names = [] if "paths_data" in record else record.get("files", [])   # paths_data's give their hashes
         except (ValueError, AttributeError, RecursionError):   # [[[... 100,000 deep: RecursionError, not a line
             refuse(f"it holds {shown_name(os.path.relpath(path, source))}, not conda's list of a package's files "
                    f"(a JSON object of at most {_CHECK_READ_LIMIT:,} bytes) to check them by")
+        unhashed.update(dict.fromkeys(names if isinstance(names, list) else [], path))
         for entry in paths if isinstance(paths, list) else []:
             if isinstance(entry, dict):   # each other entry trusted for nothing
                 listed[entry.get("_path")] = entry.get("sha256_in_prefix") or entry.get("sha256")
-    return {os.path.join(top, os.path.normpath(path)): digest for path, digest in listed.items()
-            if isinstance(path, str) and isinstance(digest, str) and not os.path.normpath(path).startswith("..")}
+
+    def inside(named: dict[Any, Any]) -> dict[str, str]:
+        return {os.path.join(top, os.path.normpath(path)): value for path, value in named.items()
+                if isinstance(path, str) and isinstance(value, str) and not os.path.normpath(path).startswith("..")}
+
+    return inside(listed), inside(unhashed)
 
 
-def _packaged(path: str, listed: Mapping[str, str], folder: bool = False) -> bool:
+def _packaged(path: str, listed: Mapping[str, str], source: Path, folder: bool = False) -> bool:
     """Whether ``path`` is an installed package's: a file its list names (``_package_files``) whose content hashes
     to the list's and holds nothing that could be a secret (``pip install .`` of a project copies its .env with its
-    hash), or a ``folder`` holding one (the docker package's credentials/)."""
+    hash), or a ``folder`` holding one (the docker package's credentials/). A listed link is judged
+    by the file it resolves to, which must lie in ``source``, the mounted folder: one outside it is never trusted."""
     if folder:
-        return any(name.startswith(path + os.sep) and _packaged(name, listed) for name in listed)
-    return path in listed and regular_sha256(Path(path)) == listed[path] and not holds_secret(_head(path))
+        return any(name.startswith(path + os.sep) and _packaged(name, listed, source) for name in listed)
+    target = os.path.realpath(path)
+    return (path in listed and Path(target).is_relative_to(source) and regular_sha256(Path(target)) == listed[path]
+            and not holds_secret(_head(target)))
 
 
 # a config line's section header, the rest of the line its first variable's ([include]path=x is git's too), and an
@@ -353,6 +369,7 @@ def _packaged(path: str, listed: Mapping[str, str], folder: bool = False) -> boo
 _GIT_HEADER = re.compile(r"\s*\[\s*(\w*)[^\]]*\]?")
 _GIT_PATH = re.compile(r"\s*path\s*=(.*)", re.I)
 _GIT_INCLUDES_MOST = 100   # included files read beyond the stores' own, one more refused (git's chain limit: 10 deep)
+_GIT_HELD = ("config", "config.worktree", "FETCH_HEAD", "packed-refs")   # a store's files read, beside its reflogs
 
 
 _WALK_DEPTH_MOST = 400   # os.walk recurses a level a frame (Python 3.11): 1,100 folders deep raised RecursionError
@@ -372,21 +389,24 @@ def _walk(top: str | Path, refuse: Callable[[str], NoReturn], source: Path,
 
 def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                counted: Callable[[int], None]) -> list[str]:
-    """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree, each
-    submodule's store's config (modules/NAME/config), FETCH_HEAD, packed-refs, every reflog under logs/ (HEAD's and
-    each ref's: a clone's 'from URL', a fetch's), and the files [include]/[includeIf] sections name, an included
-    file's own includes too, that lie in ``source``: one outside it is not mounted, so it hands the container
-    nothing. The names walked in logs/ and modules/ are ``counted``
-    (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``: the rest went unread."""
-    found = [os.path.join(git_dir, name) for name in ("config", "config.worktree", "FETCH_HEAD", "packed-refs")]
-    logs = []
-    for top, folders, files in _walk(os.path.join(git_dir, "logs"), refuse, source):   # a branch may be named config
-        counted(len(folders) + len(files))
-        logs += [os.path.join(top, name) for name in sorted(files)]
+    """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree,
+    FETCH_HEAD, packed-refs, every reflog under logs/ (HEAD's and each ref's: a clone's 'from URL', a fetch's), the
+    same files of each submodule's store (modules/NAME/, a NAME with a slash, and theirs in modules/NAME/modules/),
+    and the files [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``:
+    one outside it is not mounted, so it hands the container nothing. The names walked in modules/ and the stores'
+    logs/ are ``counted`` (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``:
+    the rest went unread."""
+    stores, found, logs = [git_dir], [os.path.join(git_dir, name) for name in _GIT_HELD], []
     for top, folders, files in _walk(os.path.join(git_dir, "modules"), refuse, source):
-        folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
+        if "HEAD" in files or "config" in files:   # a submodule's store: its reflogs read below, not its objects
+            stores.append(top)
+            folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         counted(len(folders) + len(files))
-        found += [os.path.join(top, "config")] if "config" in files else []
+        found += [os.path.join(top, name) for name in _GIT_HELD if name in files]
+    for store in stores:
+        for top, folders, files in _walk(os.path.join(store, "logs"), refuse, source):   # a branch may be named config
+            counted(len(folders) + len(files))
+            logs += [os.path.join(top, name) for name in sorted(files)]
     configs = [path for path in found if os.path.basename(path) in ("config", "config.worktree")]
     most = len(found) + _GIT_INCLUDES_MOST   # not counting the submodules': 96 of them left .git/config's unread
     while configs:
@@ -431,6 +451,7 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
                f"names for a secret's: {exc.strerror}")
 
     seen, packaged, listed = 0, 0, {}   # listed: the package files its folders' lists name, with their hashes
+    unhashed: dict[str, str] = {}   # the files a conda list names with no hash, with that list (_package_files)
 
     def counted(names: int, package_files: int = 0) -> None:   # the folder's own walk's and its git stores' modules/
         nonlocal seen, packaged                                 # walks' names together; its packages' listed files
@@ -451,18 +472,24 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
         held = (path for git in gits for path in _git_files(git, source, refuse, counted))
         if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
-        listed.update(_package_files(top, folders, source, refuse))
+        hashed, named = _package_files(top, folders, source, refuse)
+        listed.update(hashed)
+        unhashed.update(named)
         folders[:] = [name for name in folders if not _public_folder(top, name, files)]
         ours = sum(os.path.join(top, name) in listed for name in files)
         counted(len(folders) + len(files) - ours, ours)
         found = sorted([name for name in folders if name != ".env" and is_secret_file(name)
-                        and not _packaged(os.path.join(top, name), listed, folder=True)] + [
+                        and not _packaged(os.path.join(top, name), listed, source, folder=True)] + [
             name for name in files if os.path.splitext(name)[1].lower() not in CODE_SUFFIXES and is_secret_file(name)
-            and not _packaged(os.path.join(top, name), listed)])
+            and not _packaged(os.path.join(top, name), listed, source)])
         if found:
+            first = os.path.join(top, found[0])
             more = f", and {len(found) - 1} more beside it" if len(found) > 1 else ""
-            return f"it holds {shown_name(os.path.relpath(os.path.join(top, found[0]), source))}, named for a " \
-                   f"secret{more}"
+            if first in unhashed and first not in listed:
+                return f"it holds {shown_name(os.path.relpath(first, source))}, named like a secret's file{more}: " \
+                       f"{shown_name(os.path.relpath(unhashed[first], source))}, its package's list of files, " \
+                       "gives no hash to tell the package's own file from one put in its place"
+            return f"it holds {shown_name(os.path.relpath(first, source))}, named for a secret{more}"
         if (template := next((name for name in sorted(files) if _secret_template(name, os.path.join(top, name))),
                              None)) is not None:
             return f"it holds {shown_name(os.path.relpath(os.path.join(top, template), source))}, a secret file's " \
