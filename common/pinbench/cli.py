@@ -364,6 +364,13 @@ def run(
                   offline=offline, options=option, generator=generator, generator_options=generator_option,
                   generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
+    if cfg.generator is not None:
+        from pinbench.ops.generation import command_of
+
+        # a command naming no {out} or an unknown {placeholder}: refused before all that follows (--move-aside moved
+        # the earlier run aside first; under docker the image's refusal hid it)
+        with _failing(RecipeError):
+            command_of(cfg.generator)
     if cfg.runtime == "docker":   # a generator no image holds: refused before the doctor and any container
         from pinbench.ops.docker_runtime import generation_image_problem
 
