@@ -1467,9 +1467,9 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
         with pytest.raises(RecipeError) as caught:
             _run(tmp_path / "run", f"command:{script}")
         assert str(caught.value) == (
-            f"--generator command:{script}: {{{name}}} inside a {shell} -c script is pasted in unquoted, so a path with a space "
-            f"or a quote breaks the script; pass the paths as the script's arguments: {shell} -c 'gen --request "
-            f'"$1" --out "$2"\' {shell} {{request}} {{out}}')
+            f"--generator command:{script}: {{{name}}} inside a {shell} -c script is pasted in unquoted, so a path "
+            f"with a space or a quote breaks the script; pass the paths as the script's arguments: {shell} -c 'gen "
+            f'--request "$1" --out "$2"\' {shell} {{request}} {{out}}')
     assert list(tmp_path.iterdir()) == []
     spec = GeneratorSpec("command:sh -c 'cp \"$1\" \"$2\"' sh {request} {out}")
     out = tmp_path / "a run" / "it's.mp4"
