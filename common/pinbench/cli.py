@@ -217,7 +217,8 @@ def _checkpoint_note(recipe: Recipe, checkpoint: str) -> str | None:
     downloaded: a name the doctor refuses (paibench-c's own generator knows only its checkpoints) is said once, by
     it. Without the doctor the run holds the note until its preparation is done (``Run``), where a recipe's own
     refusal of the name is that one line. With ``--runtime docker`` the host says it and its stages do not
-    (``CHECKPOINT_NOTED_ENV``), as ``pinbench submit`` does and its jobs do not."""
+    (``CHECKPOINT_NOTED_ENV``), without the doctor once its first stage ends (``run_in_docker``), as ``pinbench
+    submit`` does and its jobs do not."""
     from pinbench.core.options import did_you_mean
 
     if checkpoint in recipe.checkpoints:
@@ -424,7 +425,7 @@ def run(
         # a docker stage's run: the host said it, before --build and the downloads (it was said again per stage)
         noted = cfg.fixture or os.environ.get(CHECKPOINT_NOTED_ENV) == "1"
         note = None if noted else _checkpoint_note(recipe, cfg.checkpoint)
-        if note and not (skip_doctor and cfg.runtime == "local"):
+        if note and not skip_doctor:   # else held: said once the recipe has not refused the name itself
             typer.echo(note, err=True)
             note = None
         if cfg.runtime == "docker":
@@ -433,7 +434,8 @@ def run(
             if build:
                 _build_images(recipe, base_images=overrides)
             with _failing(RecipeError):
-                code = run_in_docker(recipe, cfg, generator_image=generator_image, skip_doctor=skip_doctor)
+                code = run_in_docker(recipe, cfg, generator_image=generator_image, skip_doctor=skip_doctor,
+                                     note=note)
             raise typer.Exit(code)
         from pinbench.ops.launch import run_recipe
 
