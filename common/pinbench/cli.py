@@ -698,8 +698,10 @@ def submit(
             line.replace("`pinbench run ...", "`pinbench submit ..."), err=True), verbose=False)
         if code:
             raise typer.Exit(code)
-        # said here, once: the jobs are told not to (``PhaseJob.job_env``), each said it in its own log
-        note = None if fixture else _checkpoint_note(request.recipe, the_plan.phases[0].job.cfg.checkpoint)
+        # said here, once: the jobs are told not to (``PhaseJob.job_env``), each said it in its own log; without the
+        # doctor the first phase's jobs hold it, and a recipe's own refusal of the name is the one line
+        note = None if fixture or skip_doctor else _checkpoint_note(request.recipe,
+                                                                    the_plan.phases[0].job.cfg.checkpoint)
         if note:
             typer.echo(note, err=True)
         if dry_run:
