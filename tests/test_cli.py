@@ -716,3 +716,24 @@ def test_a_failed_rename_is_named_by_its_target_not_its_temporary_file(tmp_path:
     with pytest.raises(typer.Exit), cli._writing_to("--bundle", tmp_path):
         os.rename(temporary, target)
     assert capsys.readouterr().err == f"error: --bundle {tmp_path}: cannot write {target} (Is a directory)\n"
+
+
+@pytest.mark.parametrize("runtime", ["local", "docker"])
+def test_a_generator_command_naming_no_out_is_refused_before_anything_runs(tmp_path: Path, runtime: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``command:`` naming no ``{out}`` (or an unknown placeholder) was refused only as the run began: after
+    ``--move-aside`` had moved the earlier run aside, and under ``--runtime docker`` behind the generator image's
+    refusal. Now first, in one line naming the command."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "earlier.txt").write_text("an earlier run\n")
+    for command, why in (("command:gen --request {request}", "its argv names no {out}, so it is never told where"),
+                         ("command:gen --request {request} --out {output}", "unknown placeholder {output} (known: ")):
+        result = runner.invoke(cli.app, ["run", "paibench-c", "--fixture", "--out", str(out), "--runtime", runtime,
+                                         "--skip-doctor", "--move-aside", "--generator", command])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: --generator {command}: {why}"), result.output
+        assert len(result.output.splitlines()) == 1, result.output
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+        assert (out / "earlier.txt").is_file()

@@ -1474,3 +1474,36 @@ def test_a_checkpoint_typo_is_noted_once_across_the_host_and_its_stages(
         said += stage.output.splitlines()
     assert said.count(note) + held.count(note) == 1, (said, held)
     assert note in outer.output and len(held) == 2
+
+
+@pytest.mark.parametrize(("fetched", "said"), [
+    (b"error: unknown checkpoint 'Toy-Nan' (did you mean 'Toy-Nano'?); known: Toy-Nano\n", 0),
+    (b"error: cannot reach the hub\n", 1), (b"fetched\n", 1)], ids=["refused", "failed", "fetched"])
+def test_without_the_doctor_a_checkpoint_typo_note_waits_for_the_first_stage(
+        client: FakeDockerClient, recipe: Recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fetched: bytes,
+        said: int) -> None:
+    """`run --checkpoint <typo> --runtime docker --skip-doctor` of a recipe whose fetch refuses the name itself
+    (paibench-c's) said the host's typo note, then the stage's refusal: the host now holds it until its first stage
+    has ended, and says it unless that stage's output was the recipe's refusal of the name."""
+    from typer.testing import CliRunner
+
+    from pinbench import cli
+
+    note = ("note: checkpoint 'Toy-Nan' is not one of toy-bench's (Toy-Nano) (did you mean 'Toy-Nano'?); a new "
+            "name is taken as your own model")
+    client.container.chunks = [fetched]
+    if fetched != b"fetched\n":
+        client.exit_codes["fetch"] = 2
+    monkeypatch.setattr(cli, "get_recipe", lambda name: recipe)
+    monkeypatch.setattr(docker_runtime, "docker_client", lambda: client)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    result = CliRunner().invoke(cli.app, ["run", recipe.name, "--checkpoint", "Toy-Nan", "--runtime", "docker",
+                                          "--out", str(tmp_path / "out"), "-o", f"videos={videos}", "--skip-doctor"])
+    lines = result.output.splitlines()
+    assert lines.count(note) == said, result.output
+    assert f"[fetch] {fetched.decode().strip()}" in lines
+    if said:   # after the stage's own output: said once the stage has ended
+        assert lines.index(note) > lines.index(f"[fetch] {fetched.decode().strip()}")

@@ -1315,7 +1315,7 @@ def test_a_misspelt_placeholder_of_a_command_generator_is_refused_before_anythin
                f"--calls {calls}")
     with pytest.raises(RecipeError) as caught:
         _run(tmp_path / "run", command)
-    assert str(caught.value) == ("--generator command: unknown placeholder {output} (known: {request}, {out}; "
+    assert str(caught.value) == (f"--generator {command}: unknown placeholder {{output}} (known: {{request}}, {{out}}; "
                                  "write {{output}} for a literal {output})")
     assert not calls.exists() and list(tmp_path.iterdir()) == []
 
@@ -1331,7 +1331,7 @@ def test_a_placeholder_written_as_a_shell_variable_is_refused_before_anything_ru
     with pytest.raises(RecipeError) as caught:
         _run(tmp_path / "run", command)
     name = word.split("${")[1].rstrip("}")
-    assert str(caught.value) == (f"--generator command: ${{{name}}} is no variable (no shell reads the command's "
+    assert str(caught.value) == (f"--generator {command}: ${{{name}}} is no variable (no shell reads the command's "
                                  f"words): write {{{name}}} for the path")
     assert not calls.exists() and list(tmp_path.iterdir()) == []
 
@@ -1344,14 +1344,18 @@ def test_a_command_generator_that_names_no_out_is_refused_before_the_run(tmp_pat
     from pinbench.ops.generation import command_argv
 
     calls = tmp_path / "calls"
-    refused = ("--generator command: its argv names no {out}, so it is never told where to write the rollout: add "
-               "{out} (a word of its own, or a shell script's argument: sh -c 'gen --out \"$1\"' sh {out})")
+    refused = (": its argv names no {out}, so it is never told where to write the rollout: add {out} (a word of its "
+               "own, or a shell script's argument: sh -c 'gen --out \"$1\"' sh {out})")
     script = HELPERS / "render_generator.py"
     for words in ("--request {request}", "--out {{out}}", "--out out.mp4"):
+        command = f"command:{sys.executable} {script} --calls {calls} {words}"
         with pytest.raises(RecipeError) as caught:
-            _run(tmp_path / "run", f"command:{sys.executable} {script} --calls {calls} {words}")
-        assert str(caught.value) == refused
+            _run(tmp_path / "run", command)
+        assert str(caught.value) == f"--generator {command}{refused}"
         assert not calls.exists() and list(tmp_path.iterdir()) == []
+    with pytest.raises(RecipeError) as caught:   # the command named, its secret flag's value not
+        command_argv("command:gen --token plain-tok-6631 {request}")
+    assert str(caught.value) == f"--generator command:gen --token *** {{request}}{refused}"
     for told in ("sh -c 'gen --out \"$1\"' sh {out}", "gen --out={out}", "gen {request} {out}"):
         assert command_argv(f"command:{told}")
 
@@ -1463,9 +1467,9 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
         with pytest.raises(RecipeError) as caught:
             _run(tmp_path / "run", f"command:{script}")
         assert str(caught.value) == (
-            f"--generator command: {{{name}}} inside a {shell} -c script is pasted in unquoted, so a path with a space "
-            f"or a quote breaks the script; pass the paths as the script's arguments: {shell} -c 'gen --request "
-            f'"$1" --out "$2"\' {shell} {{request}} {{out}}')
+            f"--generator command:{script}: {{{name}}} inside a {shell} -c script is pasted in unquoted, so a path "
+            f"with a space or a quote breaks the script; pass the paths as the script's arguments: {shell} -c 'gen "
+            f'--request "$1" --out "$2"\' {shell} {{request}} {{out}}')
     assert list(tmp_path.iterdir()) == []
     spec = GeneratorSpec("command:sh -c 'cp \"$1\" \"$2\"' sh {request} {out}")
     out = tmp_path / "a run" / "it's.mp4"
@@ -1497,7 +1501,7 @@ def test_a_placeholder_inside_a_shell_c_script_behind_a_wrapper_is_refused(wrapp
     ``nice`` or ``sudo -u USER`` the script took the path unquoted, and a path with a space broke every sample."""
     from pinbench.ops.generation import command_argv
 
-    with pytest.raises(RecipeError, match=r"^--generator command: \{out\} inside a bash -c script is pasted in"):
+    with pytest.raises(RecipeError, match=r"^--generator command:.*': \{out\} inside a bash -c script is pasted in"):
         command_argv("command:" + wrapped.format(gen="gen --out {out}"))
 
 
@@ -1522,9 +1526,9 @@ def test_a_placeholder_inside_env_s_split_string_is_refused(command: str) -> Non
 
     with pytest.raises(RecipeError) as caught:
         command_argv(f"command:{command}")
-    assert str(caught.value) == ("--generator command: {out} inside env's -S (--split-string) string is split into "
-                                 "words by env itself, so a path with a space breaks the command; pass the paths as "
-                                 "words after the string: env -S 'gen --request' {request} --out {out}")
+    assert str(caught.value) == (f"--generator command:{command}: {{out}} inside env's -S (--split-string) string is "
+                                 "split into words by env itself, so a path with a space breaks the command; pass the "
+                                 "paths as words after the string: env -S 'gen --request' {request} --out {out}")
 
 
 @pytest.mark.parametrize("command", ["env A=1 -S \"bash -c 'gen {out}'\"", "env A=1 --split-string='gen {out}'"])

@@ -217,7 +217,8 @@ def _checkpoint_note(recipe: Recipe, checkpoint: str) -> str | None:
     downloaded: a name the doctor refuses (paibench-c's own generator knows only its checkpoints) is said once, by
     it. Without the doctor the run holds the note until its preparation is done (``Run``), where a recipe's own
     refusal of the name is that one line. With ``--runtime docker`` the host says it and its stages do not
-    (``CHECKPOINT_NOTED_ENV``), as ``pinbench submit`` does and its jobs do not."""
+    (``CHECKPOINT_NOTED_ENV``), without the doctor once its first stage ends (``run_in_docker``), as ``pinbench
+    submit`` does and its jobs do not."""
     from pinbench.core.options import did_you_mean
 
     if checkpoint in recipe.checkpoints:
@@ -364,6 +365,13 @@ def run(
                   offline=offline, options=option, generator=generator, generator_options=generator_option,
                   generation_timeout=generation_timeout)
     cfg.verify_inputs = verify_inputs
+    if cfg.generator is not None:
+        from pinbench.ops.generation import command_of
+
+        # a command naming no {out} or an unknown {placeholder}: refused before all that follows (--move-aside moved
+        # the earlier run aside first; under docker the image's refusal hid it)
+        with _failing(RecipeError):
+            command_of(cfg.generator)
     if cfg.runtime == "docker":   # a generator no image holds: refused before the doctor and any container
         from pinbench.ops.docker_runtime import generation_image_problem
 
@@ -417,7 +425,7 @@ def run(
         # a docker stage's run: the host said it, before --build and the downloads (it was said again per stage)
         noted = cfg.fixture or os.environ.get(CHECKPOINT_NOTED_ENV) == "1"
         note = None if noted else _checkpoint_note(recipe, cfg.checkpoint)
-        if note and not (skip_doctor and cfg.runtime == "local"):
+        if note and not skip_doctor:   # else held: said once the recipe has not refused the name itself
             typer.echo(note, err=True)
             note = None
         if cfg.runtime == "docker":
@@ -426,7 +434,8 @@ def run(
             if build:
                 _build_images(recipe, base_images=overrides)
             with _failing(RecipeError):
-                code = run_in_docker(recipe, cfg, generator_image=generator_image, skip_doctor=skip_doctor)
+                code = run_in_docker(recipe, cfg, generator_image=generator_image, skip_doctor=skip_doctor,
+                                     note=note)
             raise typer.Exit(code)
         from pinbench.ops.launch import run_recipe
 
@@ -689,8 +698,10 @@ def submit(
             line.replace("`pinbench run ...", "`pinbench submit ..."), err=True), verbose=False)
         if code:
             raise typer.Exit(code)
-        # said here, once: the jobs are told not to (``PhaseJob.job_env``), each said it in its own log
-        note = None if fixture else _checkpoint_note(request.recipe, the_plan.phases[0].job.cfg.checkpoint)
+        # said here, once: the jobs are told not to (``PhaseJob.job_env``), each said it in its own log; without the
+        # doctor the first phase's jobs hold it, and a recipe's own refusal of the name is the one line
+        note = None if fixture or skip_doctor else _checkpoint_note(request.recipe,
+                                                                    the_plan.phases[0].job.cfg.checkpoint)
         if note:
             typer.echo(note, err=True)
         if dry_run:

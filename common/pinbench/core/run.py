@@ -180,7 +180,7 @@ class Run:
         self._inputs: dict[str, str] | None = None   # the input paths' fingerprints when ``execute`` began
         # a note on the run's options (a likely typo of a checkpoint when the doctor was skipped): said once the
         # recipe's preparation is done (a step past "prepare", or the finish), or with a failure that is not the
-        # recipe's own refusal of the name (``_refuses_name``), which is then the one line
+        # recipe's own refusal of the name (``refuses_name``), which is then the one line
         self._note = note
         # one sample cache object per step (folder, part): ``compute`` takes the records ``pending`` found there
         self._caches: dict[tuple[str, str], SampleCache] = {}
@@ -471,7 +471,7 @@ class Run:
         try:
             return entry(self)
         except Exception as error:
-            if not _refuses_name(str(error), self.cfg.checkpoint):
+            if not refuses_name(str(error), self.cfg.checkpoint):
                 self._say_note()
             raise
         except RunStops as stop:
@@ -617,7 +617,7 @@ def answer_unchanged(recipe: Recipe, cfg: RunConfig) -> RunOutcome | None:
         return Run(recipe, cfg)._answer_unchanged()
 
 
-def _refuses_name(error: str, checkpoint: str) -> bool:
+def refuses_name(error: str, checkpoint: str) -> bool:
     """Whether a failure's text is a recipe's refusal of a checkpoint's name: it names the checkpoint and says what
     was meant (``did_you_mean``). A path that holds the name (a weights folder not found) refuses something else."""
     return f"{checkpoint!r}" in error and "(did you mean " in error

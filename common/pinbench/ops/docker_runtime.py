@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shlex
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -37,6 +38,7 @@ from pinbench.core.provenance import (
     redact,
 )
 from pinbench.core.recipe import Recipe
+from pinbench.core.run import refuses_name
 from pinbench.core.rundir import TOKEN_ENV, claim_run_dir
 from pinbench.core.sample_cache import ENV as SAMPLE_CACHE_ENV
 from pinbench.core.sample_cache import SIZE_ENV as SAMPLE_CACHE_SIZE_ENV
@@ -668,10 +670,12 @@ def hand_over(paths: list[Path], user: str) -> None:
 
 def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None = None, client: Any = None,
                   environ: Mapping[str, str] | None = None, caller: tuple[int, int] | None = None,
-                  log: Log = print_line, skip_doctor: bool = False) -> int:
+                  log: Log = print_line, skip_doctor: bool = False, note: str | None = None) -> int:
     """Run every stage of the recipe in its image (generation in ``generator_image`` when given; each run stage
     with ``--skip-doctor`` when ``skip_doctor``); stop at the first stage that fails; print where the scorecard,
-    diff and report are on the host.
+    diff and report are on the host. ``note`` (a likely typo of the checkpoint, held when the doctor was skipped)
+    is said once the first stage has ended well, or with a failed stage whose output is not the recipe's own
+    refusal of the name, which is then the one line (``refuses_name``).
 
     This process claims the run directory (pinbench.core.rundir) for all stages; each container inherits the
     claim through PINBENCH_RUN_LOCK instead of taking its own. RecipeError, before anything runs, for a
@@ -694,7 +698,8 @@ def run_in_docker(recipe: Recipe, cfg: RunConfig, *, generator_image: str | None
     users = {image: container_user(caller, image, config.user) for image, config in configs.items()}
     with claim_run_dir(cfg) as claim:
         return _run_stages(recipe, cfg, claim.token, stages, configs, users, generator_mounts, devices,
-                           client=client, environ=environ, caller=caller, log=log, skip_doctor=skip_doctor)
+                           client=client, environ=environ, caller=caller, log=log, skip_doctor=skip_doctor,
+                           note=note)
 
 
 def _image_config(image: str, recipe: Recipe, generator_image: str | None, client: Any) -> ImageConfig:
@@ -711,8 +716,14 @@ def _image_config(image: str, recipe: Recipe, generator_image: str | None, clien
 def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[ContainerStage],
                 configs: Mapping[str, ImageConfig], users: Mapping[str, str], generator_mounts: Mapping[Path, str],
                 devices: int | list[str], *, client: Any, environ: Mapping[str, str], caller: tuple[int, int],
-                log: Log, skip_doctor: bool) -> int:
+                log: Log, skip_doctor: bool, note: str | None) -> int:
     started = time.time()
+    refused = False   # whether a stage's output refused the checkpoint's name (the recipe's own line)
+
+    def logged(line: str) -> None:
+        nonlocal refused
+        refused = refused or refuses_name(line, cfg.checkpoint)
+        log(line)
 
     out_dir = cfg.out_dir.resolve()
     _refuse_orphans(out_dir, client)
@@ -744,8 +755,11 @@ def _run_stages(recipe: Recipe, cfg: RunConfig, lock_token: str, stages: list[Co
                  CHECKPOINT_NOTED_ENV: "1", **env, **samples_env},
             gpus=devices if stage.gpus else 0, network_disabled=not allowed.network, user=user,
             token=environ.get("HF_TOKEN") if allowed.needs_token and allowed.network else None, shm_size="16g",
-            run_dir=out_dir, client=client, log=log,
+            run_dir=out_dir, client=client, log=logged,
         )
+        if note and not (code and refused):
+            print(note, file=sys.stderr, flush=True)
+            note = None
         if code != 0:
             log(f"stage {stage.name!r} exited with {code}")
             _show_results(out_dir, started, log)

@@ -162,40 +162,42 @@ def command_of(spec: str) -> list[str] | None:
 
 
 def command_argv(spec: str) -> list[str]:
-    """A ``command:`` spec's argv; RecipeError naming the flag when it does not split (an unclosed quote) or names a
-    placeholder that is not one (``{output}`` for ``{out}`` was passed to the command as it was written)."""
+    """A ``command:`` spec's argv; RecipeError, one line naming the flag and the command (redacted), when it does not
+    split (an unclosed quote), names a placeholder that is not one (``{output}`` for ``{out}`` was passed to the
+    command as it was written) or names no ``{out}``."""
     try:
         argv = shlex.split(spec.removeprefix("command:"))
     except ValueError as exc:
         # a secret flag's value (--token VALUE) is kept only once it splits: hidden here from its words
         shown = redact(spec, secret_flag_values(spec.split()))
         raise RecipeError(f"--generator {shown}: {exc} (it is split as a shell would split it)") from None
+    flag = f"--generator {redact(spec, secret_flag_values(argv))}"   # its secret flags' values hidden
     braced = [m for arg in argv for m in _BRACED.finditer(arg)]   # every {name}, ${name} and {{literal}} of its words
     unknown = sorted({m["name"] for m in braced if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
     if unknown:
         name = unknown[0]
-        raise RecipeError(f"--generator command: unknown placeholder {{{name}}} (known: "
+        raise RecipeError(f"{flag}: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
     split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
     if split:
-        raise RecipeError(f"--generator command: {{{split[0]}}} inside env's -S (--split-string) string is split "
+        raise RecipeError(f"{flag}: {{{split[0]}}} inside env's -S (--split-string) string is split "
                           "into words by env itself, so a path with a space breaks the command; pass the paths as "
                           f"words after the string: env -S 'gen --request' {{request}} --out {{out}}")
     shell, script = _shell_script(argv) or ("", "")
     pasted = [m["name"] for m in _BRACED.finditer(script) if m["name"] in PLACEHOLDERS]
     if pasted:
-        raise RecipeError(f"--generator command: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
+        raise RecipeError(f"{flag}: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
                           "so a path with a space or a quote breaks the script; pass the paths as the script's "
                           f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
     dollar = sorted({m["name"] for m in braced if m["dollar"] and m["name"] in PLACEHOLDERS})
     if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
-        raise RecipeError(f"--generator command: ${{{dollar[0]}}} is no variable (no shell reads the command's "
+        raise RecipeError(f"{flag}: ${{{dollar[0]}}} is no variable (no shell reads the command's "
                           f"words): write {{{dollar[0]}}} for the path")
     # the command learns where to write only from {out} (the request's file holds no path, and a rollout written
     # elsewhere is refused): without it every sample failed, after the run began
     if argv and not any(m["name"] == "out" for m in braced):
-        raise RecipeError("--generator command: its argv names no {out}, so it is never told where to write the "
+        raise RecipeError(f"{flag}: its argv names no {{out}}, so it is never told where to write the "
                           "rollout: add {out} (a word of its own, or a shell script's argument: "
                           "sh -c 'gen --out \"$1\"' sh {out})")
     return argv

@@ -87,6 +87,9 @@ class PhaseJob:
     # a secret -g or --generator value -> the variable the job's shell puts in its place (``secret_variables``):
     # never written
     secret_variables: Mapping[str, str] = field(default_factory=dict)
+    # whether ``pinbench submit`` said the checkpoint's typo note; not when the doctor was skipped: the first phase's
+    # jobs hold it then, so that a recipe's own refusal of the name is the one line (``Run``)
+    noted: bool = True
 
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
         """``pinbench run`` with this phase's flags; ``inputs`` maps path options to their in-container path."""
@@ -147,8 +150,9 @@ class PhaseJob:
     @property
     def job_env(self) -> dict[str, str]:
         """The variables every job's ``pinbench run`` gets besides the cache's: the sample cache's, and
-        ``CHECKPOINT_NOTED_ENV`` (``pinbench submit`` said the checkpoint's typo note; each job said it again)."""
-        return {**self.sample_cache_env, CHECKPOINT_NOTED_ENV: "1"}
+        ``CHECKPOINT_NOTED_ENV`` where ``noted`` (``pinbench submit`` said the checkpoint's typo note; each job said
+        it again)."""
+        return {**self.sample_cache_env, **({CHECKPOINT_NOTED_ENV: "1"} if self.noted else {})}
 
     def inputs(self) -> dict[str, str]:
         return {name: f"{INPUTS_MOUNT}/{name}" for name in self.path_options & set(self.options)}

@@ -255,7 +255,8 @@ def plan(request: Request, *, cwd: Path | None = None, pinbench: Sequence[str] |
         job = PhaseJob(recipe=recipe, cfg=cfg, phase=phase, stage=stage, options=options,
                        path_options=frozenset(path_options), cache=cache, gpus=gpus, skip_doctor=request.skip_doctor,
                        generator_mounts=generator_mounts, sample_cache_env=samples_env,
-                       sample_cache_mounts=samples_mounts, secret_variables=variables)
+                       sample_cache_mounts=samples_mounts, secret_variables=variables,
+                       noted=number > 1 or not request.skip_doctor)
         if request.container != "none":
             for host, target, _ in job.mounts():
                 for path in (host, target):
