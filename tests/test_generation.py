@@ -1745,9 +1745,9 @@ def test_a_fixture_run_with_a_generator_is_judged_against_no_reference_by_check_
     assert why in (tmp_path / "run" / "diff.txt").read_text()
     assert result.exit_code == 0 and why in result.output, result.output
     assert any(why.removeprefix("none: ") in note for note in check_run(tmp_path / "run").notes)
-    from pinbench.core.scorecard import load_scorecard
+    from pinbench.results.compare import load_run
 
-    assert _reference_rows(load_scorecard(outcome.scorecard_path))[0] == "NO REFERENCE"
+    assert _reference_rows(load_run(outcome.scorecard_path))[0] == "NO REFERENCE"
 
 
 def test_a_token_given_to_a_command_generator_is_in_no_file_of_the_run(tmp_path: Path,

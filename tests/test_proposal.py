@@ -238,10 +238,40 @@ def test_a_reference_of_many_samples_keeps_the_digest_of_their_inputs_alone(toy:
     monkeypatch.setattr(reference, "INPUTS_LISTED", 5)
     card = run_card(0.8, stamp="2026-01-01T00:00:00Z")
     hashes = {f"s{i:02d}": "0" * 64 for i in range(30)}
-    ref = load_reference(record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="cross_hw", inputs=hashes),
+    ref = load_reference(record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="cross_hw", inputs=[hashes]),
                          recipe=toy)
     assert set(ref.source["inputs"]) == {"sha256", "n_samples"}
     assert not [n for n in diff(card, ref, inputs=hashes).notes if "other inputs" in n]
     notes = diff(card, ref, inputs={**hashes, "s04": "1" * 64}).notes
     assert ("ran differently from the reference's run: other inputs: the digest of the samples' input hashes differs "
             "(the reference's run: 30 samples, this run: 30; the reference keeps no sample's own)") in notes
+
+
+def test_a_partial_run_is_not_said_to_have_other_inputs_than_a_digest_only_reference(
+        toy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """review76: a run missing one sample (killed, a shard not run) of the same inputs was told 'other inputs: the
+    digest ... differs': the digest covers other samples, so it tells nothing of their inputs."""
+    from pinbench.core import reference
+
+    monkeypatch.setattr(reference, "INPUTS_LISTED", 5)
+    card = run_card(0.8, stamp="2026-01-01T00:00:00Z")
+    hashes = {f"s{i:02d}": "0" * 64 for i in range(30)}
+    ref = load_reference(record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="cross_hw", inputs=[hashes]),
+                         recipe=toy)
+    fewer = {i: h for i, h in hashes.items() if i != "s07"}
+    assert not [n for n in diff(card, ref, inputs=fewer).notes if "other inputs" in n]
+
+
+def test_a_reference_of_two_runs_flags_a_sample_of_other_inputs_in_the_second(toy: Any) -> None:
+    """review76: of two runs with the same options, the second's short_8fps re-encoded in place, only the first's
+    input hashes were read: the reference averaged two inputs without a flag and kept the first's as its run's."""
+    cards = _three()[:2]
+    first = {f"s{i:02d}": "0" * 64 for i in range(30)}
+    second = {**first, "s03": "1" * 64}
+    proposal = propose_reference(cards, recipe=toy, tier="cross_hw", inputs=[first, second])
+    assert [line for line in proposal.lines if "other inputs" in line] == [
+        "flag: run 2 ran differently from run 1: other inputs: 1 of 30 samples was computed from other inputs in "
+        "run 1 and run 2 (the input hash of its task differs: an input file's content or an option): s03"]
+    assert proposal.data["source"]["inputs"]["samples"] == first
+    assert not [line for line in propose_reference(cards, recipe=toy, tier="cross_hw",
+                                                   inputs=[first, None]).lines if "other inputs" in line]

@@ -1460,3 +1460,23 @@ def test_a_paibench_scorecard_kept_aside_reads_no_digest_from_the_reruns_stamp(t
     assert named["depth"] == "1" * 64
     aside = dataclasses.replace(run, aside=True)
     assert {v.label: v.expected_sha256 for v in pai_media(aside, "task_0001", None).rollouts}["depth"] is None
+
+
+def test_a_run_says_which_samples_had_other_inputs_than_its_recorded_references_run(runs, tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    """review76: the view judged a run against a reference keeping its run's inputs (source.inputs) without the run's
+    input hashes: pinbench diff named the sample of other inputs, the page did not."""
+    import yaml
+
+    from pinbench.core.recipe import Recipe
+
+    ref = tmp_path / "recorded.yaml"
+    _pinbench("record-reference", str(runs["dd"]), "--out", str(ref), "--tier", "cross_hw")
+    data = yaml.safe_load(ref.read_text())
+    data["source"]["inputs"]["samples"]["short_8fps"] = "0" * 64   # its run's video was another
+    ref.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setattr(Recipe, "reference_of", lambda recipe, card: ref)
+    said = View(load_runs([runs["dd"]])).summary()["runs"][0]["ran_differently"]
+    assert [line for line in said if "other inputs" in line] == [
+        "from the reference's run: other inputs: 1 of 5 samples was computed from other inputs in the reference's "
+        "run and this run (the input hash of its task differs: an input file's content or an option): short_8fps"]

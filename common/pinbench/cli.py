@@ -889,7 +889,8 @@ def record_reference_cmd(
         _fail(f"{out}: already exists (a published or recorded reference); pass --force to replace it")
     with _failing(ValueError, RecipeError):
         proposal = propose_reference(cards, recipe=recipe, tier=tier, overrides=overrides, note=note or None,
-                                     inputs=run_input_hashes(scorecards[0], cards[0]))
+                                     inputs=[run_input_hashes(path, card)
+                                             for path, card in zip(scorecards, cards, strict=True)])
     _echo(f"{counted(len(cards), 'run')}, tier {tier}: value and tolerance per metric")
     _echo("\n".join(f"  {line}" for line in proposal.lines))
     if proposal.refused:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pinbench.core.metricinfo import TIERS, Tolerance, narrower_or_equal
 from pinbench.core.provenance import config_differences, results_config, scrub
-from pinbench.core.reference import recorded_inputs, write_reference
+from pinbench.core.reference import other_inputs, recorded_inputs, write_reference
 from pinbench.core.scorecard import Scorecard, validate_scorecard
 from pinbench.core.uncertainty import Interval, has_interval
 
@@ -124,9 +124,10 @@ def _spread(values: list[float]) -> tuple[float, str]:
 
 def propose_reference(cards: Sequence[Scorecard], *, recipe: Recipe, tier: str,
                       overrides: Mapping[str, Tolerance] | None = None, note: str | None = None,
-                      inputs: Mapping[str, str] | None = None) -> Proposal:
-    """The ``trusted_run`` reference of one or several complete runs; see the module docstring. ``inputs``: the first
-    run's input hash per sample (``input_hashes``), kept so that ``diff`` names the samples of other inputs."""
+                      inputs: Sequence[Mapping[str, str] | None] | None = None) -> Proposal:
+    """The ``trusted_run`` reference of one or several complete runs; see the module docstring. ``inputs``: each run's
+    input hash per sample (``input_hashes``; None where unread), in the order of ``cards``: the first run's kept so
+    that ``diff`` names the samples of other inputs, each other run's flagged where it differs from the first's."""
     _check_runs(cards, recipe, tier)
     first = cards[0]
     overrides = dict(overrides or {})
@@ -134,10 +135,15 @@ def propose_reference(cards: Sequence[Scorecard], *, recipe: Recipe, tier: str,
     if unknown:
         raise ValueError(f"--tolerance for metric(s) not in the scorecard: {', '.join(unknown)}")
     proposal = Proposal(data={})
+    hashes = list(inputs or [None])
     for i, card in enumerate(cards[1:], 2):   # other inputs or options: averaged all the same, so said (seeds'
         # videos in folders of their own are one checkpoint's runs; another model's score files are not)
+        labels = ("run 1", f"run {i}")
+        theirs = hashes[i - 1] if i - 1 < len(hashes) else None
         proposal.lines += [f"flag: run {i} ran differently from run 1: {line}"
-                           for line in config_differences(first.config, card.config, ("run 1", f"run {i}"))]
+                           for line in [*config_differences(first.config, card.config, labels),
+                                        *(other_inputs(hashes[0], theirs, labels)
+                                          if hashes[0] is not None and theirs is not None else [])]]
     entries: dict[str, Any] = {}
     for name in first.metrics:
         info = recipe.metric_info(name)
@@ -187,7 +193,7 @@ def propose_reference(cards: Sequence[Scorecard], *, recipe: Recipe, tier: str,
         entries[name] = entry
         proposal.lines.append(f"{name}: {basis}")
         proposal.lines.extend(f"  flag: {f}" for f in flags)
-    proposal.data = _reference_data(cards, tier, entries, note, inputs)
+    proposal.data = _reference_data(cards, tier, entries, note, hashes[0])
     return proposal
 
 
@@ -225,7 +231,7 @@ def _reference_data(cards: Sequence[Scorecard], tier: str, entries: dict[str, An
 
 def record_reference(scorecards: Scorecard | Sequence[Scorecard], path: Path | str, *,
                      recipe: Recipe, tier: str, overrides: Mapping[str, Tolerance] | None = None,
-                     note: str | None = None, inputs: Mapping[str, str] | None = None) -> Path:
+                     note: str | None = None, inputs: Sequence[Mapping[str, str] | None] | None = None) -> Path:
     """Write a ``trusted_run`` reference from one or several COMPLETE scorecards of one checkpoint.
 
     Directions and primary flags come from the recipe's declaration. One run: each tolerance is the

@@ -481,11 +481,12 @@ def other_inputs(a: Mapping[str, str], b: Mapping[str, str], labels: tuple[str, 
 
 def _inputs_differ(kept: Mapping[str, Any], inputs: Mapping[str, str]) -> list[str]:
     """``other_inputs`` of the reference's run and this one, or, where the reference kept only the digest of its
-    samples' input hashes, one line when it differs."""
+    samples' input hashes, one line when it differs over as many samples (a partial run's digest is of other samples:
+    it tells nothing of their inputs)."""
     samples = kept.get("samples")
     if isinstance(samples, Mapping):
         return other_inputs(samples, inputs, ("the reference's run", "this run"))
-    if kept.get("sha256") in (None, recorded_inputs(inputs)["sha256"]):
+    if kept.get("n_samples") != len(inputs) or kept.get("sha256") in (None, recorded_inputs(inputs)["sha256"]):
         return []
     return [f"other inputs: the digest of the samples' input hashes differs (the reference's run: "
             f"{counted(kept.get('n_samples', 0), 'sample')}, this run: {len(inputs)}; the reference keeps no "

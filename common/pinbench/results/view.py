@@ -28,7 +28,7 @@ from typing import Any
 from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError
 from pinbench.core.provenance import scrubber
-from pinbench.core.reference import diff, load_reference
+from pinbench.core.reference import diff, input_hashes, load_reference
 from pinbench.core.run import ROLLOUTS
 from pinbench.core.rundir import RunDirError, aside_owner
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
@@ -246,13 +246,15 @@ class ViewRun:
         return RunInputs(folder.parent, self.run.card, aside=True) if aside else RunInputs(folder, self.run.card)
 
 
-def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str], list[str]]:
+def _reference_rows(run: Run) -> tuple[str, list[Any], str, list[str], list[str]]:
     """(verdict, metric rows, note, what ran differently from a recorded reference's run, why the verdict is not
-    PASS): the run judged against the recipe's reference for its checkpoint and mode. The note and the problems say
-    at the top of the page why a run has no reference or did not match it (as ``pinbench diff`` says them); a
-    badge alone sent the reader to the terminal."""
+    PASS): the run judged against the recipe's reference for its checkpoint and mode, its samples' input hashes
+    beside (as ``pinbench diff`` names the samples of other inputs than the reference's run). The note and the
+    problems say at the top of the page why a run has no reference or did not match it (as ``pinbench diff`` says
+    them); a badge alone sent the reader to the terminal."""
     from pinbench.core.recipe import get_recipe
 
+    card = run.card
     try:
         recipe = get_recipe(card.recipe)
         path = recipe.reference_of(card)
@@ -264,7 +266,7 @@ def _reference_rows(card: Scorecard) -> tuple[str, list[Any], str, list[str], li
     if ref is None:
         return "NO REFERENCE", build_rows(card, None, None), recipe.no_reference_of(card), [], []
     name = reference_name(ref)   # the page is shared: not this machine's folders
-    result = diff(card, ref, name=name)
+    result = diff(card, ref, name=name, inputs=input_hashes(list(run.samples.values())))
     return (VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {name}", result.ran_differently,
             list(result.problems))
 
@@ -293,7 +295,7 @@ def load_runs(paths: Sequence[Path | str | Run]) -> list[ViewRun]:
                               for r in runs], [r.path.parent.name for r in runs])
     out = []
     for run, label in zip(runs, labels, strict=True):
-        out.append(ViewRun(run, label, *_reference_rows(run.card)))
+        out.append(ViewRun(run, label, *_reference_rows(run)))
     return out
 
 
