@@ -1049,6 +1049,40 @@ def test_a_submodule_s_store_is_read_as_the_top_store_is(client: FakeDockerClien
     assert _mount_mode(tmp_path, client, folder) == "ro"
 
 
+@pytest.mark.parametrize("held", ["logs/HEAD", "config.worktree"])
+def test_a_linked_worktree_s_store_is_read_as_the_top_store_is(client: FakeDockerClient, tmp_path: Path,
+                                                              held: str) -> None:
+    """A linked worktree's store (.git/worktrees/NAME/) was not read: a token in its own reflog or config.worktree was
+    mounted (refdiff77); its names count against ``MOUNT_CHECK_LIMIT`` as a submodule's store's do."""
+    store = tmp_path / "project" / ".git" / "worktrees" / "wt1"
+    (store / "logs").mkdir(parents=True)
+    (store / "HEAD").write_text("ref: refs/heads/wt1\n")
+    (store / "commondir").write_text("../..\n")
+    (store / held).write_text(f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tclone: from https://user:{GIT_TOKEN}"
+                              "@github.com/o/r\n" if held == "logs/HEAD" else
+                              f'[remote "origin"]\n\turl = https://user:{GIT_TOKEN}@github.com/o/r\n')
+    folder = tmp_path / "project"
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (its .git/worktrees/wt1/{held} holds a "
+        "credential); name the files it needs, or put them in --generator-image")
+    (store / held).write_text(f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tcommit: a change\n")
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
+def test_a_linked_worktree_s_store_counts_against_the_check_limit(client: FakeDockerClient, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The names of .git/worktrees/ and its stores' logs/, now read, count with the folder's own (refdiff77)."""
+    from pinbench.ops import docker_runtime
+
+    monkeypatch.setattr(docker_runtime, "MOUNT_CHECK_LIMIT", 10)
+    folder = tmp_path / "project"
+    for i in range(11):
+        (folder / ".git" / "worktrees" / f"wt{i}").mkdir(parents=True)
+    assert "it holds more than 10 files and folders" in _mount_refusal(client, tmp_path, "code", folder)
+    (folder / ".git" / "worktrees" / "wt10").rmdir()
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+
+
 def test_an_included_config_holding_a_credential_is_read_beside_a_hundred_submodules(
         client: FakeDockerClient, tmp_path: Path) -> None:
     """The limit on the included files read counted each submodule's store's config too: past 96 submodules

@@ -393,14 +393,16 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                counted: Callable[[int], None]) -> list[str]:
     """The files of git store ``git_dir`` that can hold a remote URL's credential: config and config.worktree,
     FETCH_HEAD, packed-refs, every reflog under logs/ (HEAD's and each ref's: a clone's 'from URL', a fetch's), the
-    same files of each submodule's store (modules/NAME/, a NAME with a slash, and theirs in modules/NAME/modules/),
-    and the files [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``:
-    one outside it is not mounted, so it hands the container nothing. The names walked in modules/ and the stores'
-    logs/ are ``counted`` (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``:
-    the rest went unread."""
+    same files of each submodule's store (modules/NAME/, a NAME with a slash, and theirs in modules/NAME/modules/)
+    and of each linked worktree's (worktrees/NAME/: its own logs/HEAD and config.worktree), and the files
+    [include]/[includeIf] sections name, an included file's own includes too, that lie in ``source``: one outside it
+    is not mounted, so it hands the container nothing. The names walked in modules/, worktrees/ and the stores' logs/
+    are ``counted`` (against ``MOUNT_CHECK_LIMIT``); past ``_GIT_INCLUDES_MOST`` included files ``refuse``: the rest
+    went unread."""
     stores, found, logs = [git_dir], [os.path.join(git_dir, name) for name in _GIT_HELD], []
-    for top, folders, files in _walk(os.path.join(git_dir, "modules"), refuse, source):
-        if "HEAD" in files or "config" in files:   # a submodule's store: its reflogs read below, not its objects
+    for top, folders, files in (entry for under in ("modules", "worktrees")
+                                for entry in _walk(os.path.join(git_dir, under), refuse, source)):
+        if "HEAD" in files or "config" in files:   # a submodule's or worktree's store: its reflogs read below
             stores.append(top)
             folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         counted(len(folders) + len(files))
@@ -444,10 +446,10 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
     holding one. Source code, an installed package's files (``_package_files``, ``_packaged``) and a folder named
     .env (a virtualenv's name; a dotenv file is never a folder) are not: a project's venv holds google-auth's
     credentials.py. RecipeError past ``MOUNT_CHECK_LIMIT`` entries (a package's listed files not counted, its git
-    stores' logs/ and modules/ counted too), ``MOUNT_LISTED_LIMIT`` listed files or ``_WALK_DEPTH_MOST`` levels,
-    which were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the mount
-    hands it whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s: a line
-    break or undecodable bytes in one made the line two, or one no terminal prints."""
+    stores' logs/, modules/ and worktrees/ counted too), ``MOUNT_LISTED_LIMIT`` listed files or ``_WALK_DEPTH_MOST``
+    levels, which were not all checked, or for a subfolder the walk may not enter: its names went unchecked, and the
+    mount hands it whole (``refuse``: the mount's refusal, one wording with the others). Names are ``shown_name``'s: a
+    line break or undecodable bytes in one made the line two, or one no terminal prints."""
     def unreadable(exc: OSError) -> NoReturn:
         refuse(f"it holds {shown_name(os.path.relpath(exc.filename, source))}, which could not be read to check its "
                f"names for a secret's: {exc.strerror}")
