@@ -247,6 +247,35 @@ def test_a_reference_of_many_samples_keeps_the_digest_of_their_inputs_alone(toy:
             "(the reference's run: 30 samples, this run: 30; the reference keeps no sample's own)") in notes
 
 
+@pytest.mark.parametrize("samples", [{}, {"s00": "0" * 64, "s01": "0" * 64}])
+def test_a_reference_whose_inputs_list_disagrees_with_their_count_is_refused_in_one_line(
+        toy: Any, tmp_path: Path, samples: dict[str, str]) -> None:
+    """refdiff77: a hand-edited source.inputs whose samples ({} beside 30) disagree with its n_samples loaded
+    silently, and a diff against it named no sample of other inputs."""
+    from pinbench.core.reference import ReferenceFileError
+
+    card = run_card(0.8, stamp="2026-01-01T00:00:00Z")
+    path = record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="cross_hw",
+                            inputs=[{f"s{i:02d}": "0" * 64 for i in range(30)}])
+    data = yaml.safe_load(path.read_text())
+    data["source"]["inputs"]["samples"] = samples
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ReferenceFileError) as info:
+        load_reference(path)
+    assert str(info.value) == (f"{path}: source.inputs.samples holds {len(samples)} input hashes, its n_samples says "
+                               "30 (edited by hand?)")
+
+
+def test_a_runs_derived_records_have_no_input_hash_to_read() -> None:
+    """refdiff77: the report passes a run's records, its derived ones among them (no input hash), to ``input_hashes``."""
+    from pinbench.core.derived import DerivedRecord
+    from pinbench.core.reference import input_hashes
+
+    derived = DerivedRecord(derived_id="split/a", status="ok", result={"f1": 0.5}, error=None, n_members_ok=1,
+                            members_hash="0" * 64, members=("s00",))
+    assert input_hashes([SampleRecord("s00", "ok", {"f1": 0.5}, None, "1" * 64, 0.1), derived]) == {"s00": "1" * 64}
+
+
 def test_a_partial_run_is_not_said_to_have_other_inputs_than_a_digest_only_reference(
         toy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """review76: a run missing one sample (killed, a shard not run) of the same inputs was told 'other inputs: the

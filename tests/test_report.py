@@ -172,6 +172,30 @@ def test_complete_scorecard_with_reference(tmp_path: Path) -> None:
     assert "table.failures{width:100%;table-layout:fixed}" in page2 and '<table class="failures"><colgroup>' in page2
 
 
+def test_the_page_says_what_ran_differently_from_the_references_run_as_pinbench_diff_does(tmp_path: Path) -> None:
+    """refdiff77: pinbench diff and the view named the options and the samples of other inputs than a recorded
+    reference's run (``ran_differently``); the report, judged by the same diff, said neither."""
+    from pinbench.core.reference import diff, input_hashes, recorded_inputs, reference_from_dict
+
+    records = [dataclasses.replace(r, input_hash=f"{i:064x}") for i, r in enumerate(_records(4))]
+    card = _card(records, 4)
+    card.config["options"] = {"fps": 8}
+    reference = _reference(card)
+    kept = input_hashes(records)
+    kept["s002"] = "f" * 64   # its run's input was another: a video re-encoded under its own name
+    reference["source"].update(config={"options": {"fps": 16}}, inputs=recorded_inputs(kept))
+    page = write_report([card], tmp_path, references={0: reference}, samples={0: records}).read_text()
+    said = [line for line in diff(card, reference_from_dict(reference), inputs=input_hashes(records)).ran_differently
+            if "-o fps" in line or "other inputs" in line]
+    assert said == [
+        "from the reference's run: -o fps: reference 16, this run 8",
+        "from the reference's run: other inputs: 1 of 4 samples was computed from other inputs in the reference's "
+        "run and this run (the input hash of its task differs: an input file's content or an option): s002"]
+    listed = re.findall(r"<li>(.*?)</li>", page.split('<ul class="ran-differently">', 1)[1].split("</ul>", 1)[0])
+    assert [line for line in listed if "-o fps" in line or "other inputs" in line] == [
+        line.replace("'", "&#39;") for line in said]
+
+
 def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:
     records = _records(6, failed={"s-bad": f"OSError: 401 fetching with {TOKEN}"})
     cohort = Spec("i2v/revisit", key="overall", sample_ids=["s000", "s001", "zz-never-run"])

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinbench.core.derived import is_derived
 from pinbench.core.files import (
     FileError,
     aligned,
@@ -173,6 +174,12 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
                                         runs=tuple(m["runs"]) if m.get("runs") else None, basis=m.get("basis"))
     if not any(m.primary for m in metrics.values()):
         raise ReferenceFileError(path, "no metric is marked primary: true")
+    kept = data["source"].get("inputs")
+    if kept is not None and "samples" in kept and len(kept["samples"]) != kept["n_samples"]:   # edited by hand: a
+        # diff would name no sample of other inputs, or the digest's count would not be the list's
+        listed = counted(len(kept["samples"]), "input hash", "input hashes")
+        raise ReferenceFileError(path, f"source.inputs.samples holds {listed}, its n_samples says "
+                                       f"{kept['n_samples']} (edited by hand?)")
     if recipe is not None:
         _check_against_declaration(metrics, data, recipe, path)
     return Reference(recipe=data["recipe"], recipe_version=data["recipe_version"],
@@ -434,10 +441,11 @@ INPUTS_LISTED = 1000   # a reference keeps each sample's input hash up to this m
 
 def input_hashes(records: Sequence[Any]) -> dict[str, str]:
     """Each sample's input hash (the hash of its task: its input files' content and its options), its first record's
-    as ``compare`` reads a run."""
+    as ``compare`` reads a run. A derived record has none: a report's records hold the run's derived ones too."""
     hashes: dict[str, str] = {}
     for record in records:
-        hashes.setdefault(record.sample_id, record.input_hash)
+        if not is_derived(record):
+            hashes.setdefault(record.sample_id, record.input_hash)
     return hashes
 
 

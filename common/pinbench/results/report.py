@@ -50,6 +50,7 @@ from pinbench.core.reference import (
     MetricReference,
     Reference,
     diff,
+    input_hashes,
     reference_from_dict,
 )
 from pinbench.core.scorecard import (
@@ -678,7 +679,9 @@ def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
 def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     card, ref = sec.card, sec.ref
     ref_name = reference_name(ref) if ref else None
-    checked = diff(card, ref, name=ref_name) if ref else None
+    # the records' input hashes, as pinbench diff reads its samples file: the report says what ran differently too
+    checked = diff(card, ref, name=ref_name, inputs=input_hashes(sec.samples) if sec.samples is not None else None) \
+        if ref else None
     rows = build_rows(card, ref, checked)
     verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
     samples = card.samples
@@ -708,7 +711,7 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     }
     view["na_reasons"] = _na_reasons(view["rows"])
     if ref is not None and checked is not None:
-        view.update(exit_code=checked.exit_code, problems=checked.problems,
+        view.update(exit_code=checked.exit_code, problems=checked.problems, ran_differently=checked.ran_differently,
                     reference_source=scrub({"file": ref_name, "tier": ref.tier,
                                             "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
                     deviation_figures=_deviation_figures(sec, rows))
