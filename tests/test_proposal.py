@@ -229,6 +229,26 @@ def test_diff_against_a_recorded_reference_names_other_options_and_inputs(tmp_pa
     assert result.exit_code == 0 and "-o flow" not in result.output and "other inputs" not in result.output
 
 
+def test_the_fixture_reference_keeps_its_runs_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """refdiff77: ``record-reference --fixture`` kept the fixture run's options but not its samples' input hashes, so a
+    diff against it never named a sample of other inputs."""
+    from pinbench.core.run import RunOutcome
+    from pinbench.ops import newrecipe
+    from tests.helpers.toy_runs import write_toy_run
+
+    toy = toy_recipe(tmp_path)
+    metrics = [MetricSpec("f1", "mean", direction="higher", primary=True),
+               MetricSpec("err", "median", direction="lower")]
+
+    def fixture_run(cfg: Any) -> RunOutcome:   # the toy's run of its fixture, in record_fixture_reference's folder
+        return RunOutcome(write_toy_run(cfg.out_dir.parent, cfg.out_dir.name, metrics) / "scorecard.json", 0)
+
+    monkeypatch.setattr(newrecipe, "get_recipe", lambda name: toy)
+    monkeypatch.setattr(newrecipe, "run_recipe", fixture_run)
+    kept = load_reference(newrecipe.record_fixture_reference("toy-bench"), recipe=toy).source["inputs"]
+    assert kept["n_samples"] == 40 and kept["samples"] == {f"t{i:02d}": "0" * 64 for i in range(40)}
+
+
 def test_a_reference_of_many_samples_keeps_the_digest_of_their_inputs_alone(toy: Any, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Each sample's hash of CameraBench's 11,222 would make a reference a megabyte: past INPUTS_LISTED it keeps their
@@ -267,7 +287,8 @@ def test_a_reference_whose_inputs_list_disagrees_with_their_count_is_refused_in_
 
 
 def test_a_runs_derived_records_have_no_input_hash_to_read() -> None:
-    """refdiff77: the report passes a run's records, its derived ones among them (no input hash), to ``input_hashes``."""
+    """refdiff77: the report passes a run's records, its derived ones among them (none has an input hash), to
+    ``input_hashes``."""
     from pinbench.core.derived import DerivedRecord
     from pinbench.core.reference import input_hashes
 

@@ -28,6 +28,7 @@ from pinbench.core.files import FileError, no_folder_at, read_yaml
 from pinbench.core.names import recipe_name_problem, recipe_package_problem
 from pinbench.core.proposal import record_reference
 from pinbench.core.recipe import DECLARATION, PACKAGE_ROOT, available_recipes, get_recipe, load_declaration
+from pinbench.core.reference import run_input_hashes
 from pinbench.core.scorecard import load_scorecard
 from pinbench.ops.docs import fill_tables, recipe_tables
 from pinbench.ops.launch import run_recipe
@@ -184,7 +185,8 @@ def _export_lock(root: Path) -> str:
 def record_fixture_reference(name: str, *, replace: bool = False) -> Path:
     """Run a recipe's fixture (here, in a temporary folder) and record ``references/fixture.yaml`` from that run:
     after a new recipe is written, or, with ``replace``, after its metric or fixture changed. The run does not diff
-    against the reference it replaces (set aside meanwhile, and put back when the run fails)."""
+    against the reference it replaces (set aside meanwhile, and put back when the run fails). Its options and each
+    sample's input hash are kept as a recorded run's are: a fixture's input hashes do not name the folder it ran in."""
     importlib.invalidate_caches()  # a package folder may be new to the import system
     recipe = get_recipe(name)
     target = recipe.reference_file("fixture", "fixture")
@@ -200,7 +202,8 @@ def record_fixture_reference(name: str, *, replace: bool = False) -> Path:
             if card is None or card.status != "complete":
                 raise RecipeError(f"{name}: its fixture run did not complete (exit {outcome.exit_code}: "
                                   f"{outcome.message}); {target} is not recorded")
-            recorded = record_reference(card, target, recipe=recipe, tier="same_hw", note=REFERENCE_NOTE)
+            recorded = record_reference(card, target, recipe=recipe, tier="same_hw", note=REFERENCE_NOTE,
+                                        inputs=[run_input_hashes(outcome.scorecard_path, card)])
     except BaseException:
         if aside.exists():
             aside.replace(target)
