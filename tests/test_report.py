@@ -194,6 +194,8 @@ def test_the_page_says_what_ran_differently_from_the_references_run_as_pinbench_
     listed = re.findall(r"<li>(.*?)</li>", page.split('<ul class="ran-differently">', 1)[1].split("</ul>", 1)[0])
     assert [line for line in listed if "-o fps" in line or "other inputs" in line] == [
         line.replace("'", "&#39;") for line in said]
+    assert "f" * 64 not in page and f"{1:064x}" not in page   # the reference's sample hashes: not listed
+    assert recorded_inputs(kept)["sha256"] in page   # their digest is
 
 
 def test_partial_scorecard_is_marked_and_never_passes(tmp_path: Path) -> None:

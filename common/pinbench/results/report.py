@@ -676,6 +676,16 @@ def _provenance(prov: Mapping[str, Any]) -> dict[str, Any]:
             "n_inputs": len(inputs), "unverified": unverified, "full": prov}
 
 
+def _shown_source(source: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A reference's source as the page lists it: its run's inputs by their digest and count, without the input hash
+    of each of up to 1,000 samples (``recorded_inputs``), which the lines of what ran differently name where they
+    differ."""
+    inputs = source.get("inputs")
+    if not isinstance(inputs, Mapping) or "samples" not in inputs:
+        return source
+    return {**source, "inputs": {key: value for key, value in inputs.items() if key != "samples"}}
+
+
 def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     card, ref = sec.card, sec.ref
     ref_name = reference_name(ref) if ref else None
@@ -712,8 +722,8 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     view["na_reasons"] = _na_reasons(view["rows"])
     if ref is not None and checked is not None:
         view.update(exit_code=checked.exit_code, problems=checked.problems, ran_differently=checked.ran_differently,
-                    reference_source=scrub({"file": ref_name, "tier": ref.tier,
-                                            "source": ref.source, "n_samples": ref.n_samples, "note": ref.note}),
+                    reference_source=scrub({"file": ref_name, "tier": ref.tier, "source": _shown_source(ref.source),
+                                            "n_samples": ref.n_samples, "note": ref.note}),
                     deviation_figures=_deviation_figures(sec, rows))
     if sec.samples is not None:
         view["distributions"], view["no_values"] = _distributions(sec, rows)
