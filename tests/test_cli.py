@@ -729,7 +729,8 @@ def test_a_generator_command_naming_no_out_is_refused_before_anything_runs(tmp_p
     out.mkdir()
     (out / "earlier.txt").write_text("an earlier run\n")
     for command, why in (("command:gen --request {request}", "its argv names no {out}, so it is never told where"),
-                         ("command:gen --request {request} --out {output}", "unknown placeholder {output} (known: ")):
+                         ("command:gen --request {request} --out {output}", "unknown placeholder {output} (known: "),
+                         ("command:", "names no program to run"), ("command: ", "names no program to run")):
         result = runner.invoke(cli.app, ["run", "paibench-c", "--fixture", "--out", str(out), "--runtime", runtime,
                                          "--skip-doctor", "--move-aside", "--generator", command])
         assert result.exit_code == 2, result.output

@@ -383,8 +383,8 @@ def test_a_video_whose_container_is_not_what_its_extension_names_is_said_so(synt
             renamed = path.with_name(f"{path.stem}-{suffix[1:]}{other}")
             os.link(path, renamed)
             expected = None if _DEMUXER[other] == _DEMUXER[suffix] else (
-                f"a {found} container under the extension {other} (which names {_NAMES[other]}): rename it to its "
-                "format's extension")
+                f"{'an' if suffix == '.avi' else 'a'} {found} container under the extension {other} (which names "
+                f"{_NAMES[other]}): rename it to its format's extension")
             assert misnamed(video_info(renamed)) == expected, (suffix, other)
         raw = path.with_name(f"{path.stem}-{suffix[1:]}.bin")
         os.link(path, raw)

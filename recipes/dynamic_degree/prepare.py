@@ -16,7 +16,7 @@ from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFile, input_
 from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins, PinsError, load_pins
 from pinbench.core.recipe import get_recipe
-from pinbench.media.video import VideoInfo
+from pinbench.media.video import VideoInfo, misnamed
 from pinbench.ops.downloads import FetchError, NotFetchedError, PinMismatchError, fetch_url, locate
 from pinbench.ops.machine_pins import MachinePinsError, apply_machine_pins, machine_pins_for, resolve
 from pinbench.ops.machine_pins import pins_for_provenance as effective_pins_data
@@ -207,8 +207,11 @@ def doctor(cfg: RunConfig, pins: Pins | None) -> list[Finding]:
     decoded: list[VideoInfo] = []   # the facts of each video whose first frame decodes, for the CPU-time estimate
 
     def too_short(info: VideoInfo) -> Unusable | None:
-        """A clip has 2 sampled frames: by the frame count of the container read for the doctor's first-frame
-        decode (or its packets counted where it does not say)."""
+        """What scoring refuses, said first: a container its extension does not name (``misnamed``; it passed the
+        doctor, then its sample failed), or no clip with 2 sampled frames, by the frame count of the container read
+        for the doctor's first-frame decode (or its packets counted where it does not say)."""
+        if (why := misnamed(info)) is not None:
+            return Unusable("misnamed", why)
         decoded.append(info)
         short = unscorable(info)
         return Unusable("too short", short) if short else None

@@ -558,8 +558,9 @@ def misnamed(info: VideoInfo) -> str | None:
     wanted = _NAMED_CONTAINERS.get(suffix)
     if wanted is None or wanted in info.container.split(","):
         return None
-    return (f"a {info.container} container under the extension {info.path.suffix} (which names {wanted}): rename "
-            "it to its format's extension")
+    article = "an" if info.container[:1] in "aeiou" else "a"   # an avi container
+    return (f"{article} {info.container} container under the extension {info.path.suffix} (which names {wanted}): "
+            "rename it to its format's extension")
 
 
 # FFmpeg demuxers of animated pictures, which read one as a video: what a page calls it

@@ -61,7 +61,9 @@ _UNUSABLE_WORDS = {"decode": ("does not decode", "do not decode"),
                    "special file": ("is no regular file", "are no regular files"),
                    "bad name": ("has a name that gives no sample id of its own",
                                 "have names that give no sample id of their own"),
-                   "too short": ("is too short to score", "are too short to score")}
+                   "too short": ("is too short to score", "are too short to score"),
+                   "misnamed": ("has a container its extension does not name",
+                                "have containers their extensions do not name")}
 MISSING, UNUSABLE = ("is missing", "are missing"), ("is unusable", "are unusable")
 WAY_ON_BAD_INPUT = ("fix or replace them, or start anyway with `pinbench run ... --skip-doctor`: the run scores the "
                     "rest and counts each of them as a failed sample (a partial run, exit 2)")
@@ -181,9 +183,9 @@ def pins_in_cache(pins: Pins, names: Iterable[str] | None = None) -> list[Findin
 @dataclass(frozen=True)
 class Unusable:
     """An expected video that is no file to decode, or one that decodes but that its recipe cannot score: what it
-    is (``pinbench.core.inputs.ENTRY_KINDS``: a dangling link, a folder, a bad name; or "too short") and why, one
-    line. The doctor counts it by that, apart from the files that do not
-    decode: a user told "3 videos do not decode" looked for broken files where there were links and names to fix."""
+    is (``pinbench.core.inputs.ENTRY_KINDS``: a dangling link, a folder, a bad name; or "too short", "misnamed")
+    and why, one line. The doctor counts it by that, apart from the files that do not decode: a user told "3 videos
+    do not decode" looked for broken files where there were links and names to fix."""
 
     kind: str
     reason: str

@@ -164,7 +164,7 @@ def command_of(spec: str) -> list[str] | None:
 def command_argv(spec: str) -> list[str]:
     """A ``command:`` spec's argv; RecipeError, one line naming the flag and the command (redacted), when it does not
     split (an unclosed quote), names a placeholder that is not one (``{output}`` for ``{out}`` was passed to the
-    command as it was written) or names no ``{out}``."""
+    command as it was written), names no ``{out}`` or no program at all."""
     try:
         argv = shlex.split(spec.removeprefix("command:"))
     except ValueError as exc:
@@ -172,6 +172,8 @@ def command_argv(spec: str) -> list[str]:
         shown = redact(spec, secret_flag_values(spec.split()))
         raise RecipeError(f"--generator {shown}: {exc} (it is split as a shell would split it)") from None
     flag = f"--generator {redact(spec, secret_flag_values(argv))}"   # its secret flags' values hidden
+    if not argv:   # refused here, before the run begins (--move-aside, the docker image check), as no {out} is
+        raise RecipeError(f"{flag}: names no program to run: give command:PROGRAM ARGS... with {{out}} among them")
     braced = [m for arg in argv for m in _BRACED.finditer(arg)]   # every {name}, ${name} and {{literal}} of its words
     unknown = sorted({m["name"] for m in braced if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
     if unknown:
@@ -196,7 +198,7 @@ def command_argv(spec: str) -> list[str]:
                           f"words): write {{{dollar[0]}}} for the path")
     # the command learns where to write only from {out} (the request's file holds no path, and a rollout written
     # elsewhere is refused): without it every sample failed, after the run began
-    if argv and not any(m["name"] == "out" for m in braced):
+    if not any(m["name"] == "out" for m in braced):
         raise RecipeError(f"{flag}: its argv names no {{out}}, so it is never told where to write the "
                           "rollout: add {out} (a word of its own, or a shell script's argument: "
                           "sh -c 'gen --out \"$1\"' sh {out})")
@@ -1301,8 +1303,6 @@ class Generating:
             return
         argv, timeout = self.spec.command, self.spec.timeout_s
         if argv is not None:
-            if not argv:
-                raise RecipeError("--generator command: needs a program to run")
             yield _Maker(command_signature(argv, self.spec.options), command_capabilities(self.spec.options),
                          lambda request, out: _run_command(argv, request, out, timeout, log, files, env))
             return

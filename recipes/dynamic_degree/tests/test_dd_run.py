@@ -189,6 +189,24 @@ def test_the_doctor_says_a_video_too_short_to_score(tmp_path: Path, texture_vide
                 in line), line
 
 
+def test_the_doctor_says_a_video_whose_container_is_not_what_its_extension_names(
+        tmp_path: Path, texture_video: Callable[..., Path]) -> None:
+    """A Matroska file named ``.mp4`` passed the doctor, then its sample failed in scoring (``misnamed``): the
+    doctor says it in the scoring's words; a WebM named ``.mkv`` shares its demuxer and passes, as in scoring."""
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    texture_video("a").rename(videos / "a.mp4")
+    frames = np.zeros((16, 48, 64, 3), np.uint8)
+    os.rename(write_video(tmp_path / "real.mkv", frames, 8.0), videos / "b.mp4")
+    os.rename(write_video(tmp_path / "real.webm", frames, 8.0, codec="libvpx-vp9"), videos / "c.mkv")
+    findings = doctor(_cfg(tmp_path / "run", options={"videos": str(videos), "flow": "farneback"}), None)
+    (line,) = [f.line for f in findings if not f.ok]
+    assert "1 of 3 videos is unusable under" in line and "(1 has a container its extension does not name)" in line, line
+    assert ("b.mp4 (a matroska,webm container under the extension .mp4 (which names mp4): rename it to its format's "
+            "extension)") in line, line
+    assert "c.mkv" not in line, line
+
+
 def test_the_doctor_opens_each_video_once_and_a_rerun_none(tmp_path: Path, texture_video: Callable[..., Path],
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The recipe's own check (too short to score) replaced the doctor's first-frame cache: every doctor decoded
