@@ -605,7 +605,8 @@ def test_hostile_generators_fail_their_own_samples_by_name_and_the_run_finishes(
     assert set(modes.values()) >= {"render", "nothing", "truncated", "frames", "symlink", "hang", "exit"} - {""}
     expected = {"nothing": "the generator wrote nothing to the path it was given", "truncated": "truncated",
                 "frames": "10 frames, the request asks 9", "symlink": "a symlink (to ",
-                "hang": "did not finish generating within 3 s; it was stopped", "exit": "the model ran out of memory"}
+                "hang": "did not finish generating within 3 s (--generation-timeout); it was stopped",
+                "exit": "the model ran out of memory"}
     for sid, mode in modes.items():
         record = records[sid]
         if mode == "render":
@@ -4125,6 +4126,49 @@ def test_what_a_python_generator_started_is_stopped_with_its_worker(hang: str, t
     finally:
         worker.stop()
     assert _still_running(pids, 2) == []
+
+
+HANGING = """
+import time
+from pinbench.core.generation import Capabilities, Signature
+
+class Hanging:
+    capabilities = Capabilities(kinds=frozenset({"prompt-schedule"}))
+
+    def signature(self):
+        return Signature(model="hanging", weights="none")
+
+    def generate(self, request, out):
+        print("rendering", request.id, flush=True)
+        time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("form", ["command", "python"])
+def test_a_request_past_the_time_limit_names_the_option_and_the_log_and_says_so_in_it(
+        form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator stopped past ``--generation-timeout``: its reason named neither the option that sets the limit
+    nor the log, whose last line was the generator's own (``rendering t2v-000``), nothing saying it was stopped."""
+    from pinbench.ops.generation import GeneratorError, GeneratorSpec, Worker, _run_command
+
+    log = tmp_path / "generator.log"
+    (tmp_path / "hanging.py").write_text(HANGING)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    worker = Worker("hanging:Hanging", {}, log)
+    try:
+        with pytest.raises(GeneratorError) as failed:
+            if form == "command":
+                spec = GeneratorSpec("command:sh -c 'echo rendering t2v-000; exec sleep 600' sh {out}")
+                _run_command(spec.command, _request(), tmp_path / "t2v-000.mp4", 3, log, tmp_path)
+            else:
+                worker.generate(_request(), tmp_path / "t2v-000.mp4", 3)
+    finally:
+        worker.stop()
+    doing = "" if form == "command" else " generating"
+    said = f"the generator did not finish{doing} within 3 s (--generation-timeout); it was stopped"
+    assert str(failed.value) == f"{said} (log: {log})"
+    lines = log.read_text().splitlines()
+    assert lines[-2:] == ["rendering t2v-000", f"--- {said} ---"], lines
 
 
 DOUBLE_FORKING = """

@@ -129,9 +129,20 @@ def test_reasons_that_read_alike_as_shown_are_counted_as_one() -> None:
     (25 s). A sample's id and a file are read as one still within the cut."""
     from pinbench.core.run import by_reason
     failed = [(f"s{i}", "E" * 250 + str(i % 2)) for i in range(8)]
-    assert by_reason(failed) == [f"  by reason: 8 x {'E' * 200}"]
+    assert by_reason(failed) == [f"  by reason: 8 x {'E' * 200} ..."]
     long = [(f"s{i}", f"{'x ' * 90}s{i} at /v/s{i}.mp4 {'y' * 1900}") for i in range(6)]
-    assert by_reason(long) == [f"  by reason: 6 x {('x ' * 90 + '<sample> at <file> ' + 'y' * 200)[:200]}"]
+    assert by_reason(long) == [f"  by reason: 6 x {('x ' * 90 + '<sample> at <file> ' + 'y' * 200)[:200]} ..."]
+
+
+def test_a_reason_cut_in_a_runs_ending_says_so(tmp_path: Path) -> None:
+    """A reason longer than the 200 characters shown (a container refused with why MIND's process.py reads no frame
+    count from it) ended mid-sentence, 'as MIND's', read as the whole reason; failures.tsv holds it whole."""
+    long, exact = "invalid rollout: " + "why " * 60 + "the end", "E" * 200
+    card = SimpleNamespace(metrics={"m": SimpleNamespace(failed=[Failure("a", long), Failure("b", exact)],
+                                                         missing=None, records=None)})
+    lines = summarize_failures(card, tmp_path)
+    assert lines[1:] == [f"  a (m): {long[:200]} ...", f"  b (m): {exact}"]
+    assert long in (tmp_path / FAILURES_FILE).read_text()
 
 
 def test_a_failed_derived_record_is_counted_apart_from_the_samples(tmp_path: Path) -> None:

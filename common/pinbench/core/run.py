@@ -651,10 +651,16 @@ def _stopped_failures(summary: RunSummary) -> list[str]:
     generation, a shard's samples): a run that stops has no scorecard or failures.tsv to say why they failed."""
     failed = [(sid, redact(" ".join(str(rec.error or "failed").split()))) for sid, rec in summary.records.items()
               if not rec.ok]
-    lines = [*by_reason(failed), *(f"  {sid}: {reason[:REASON_CHARS]}" for sid, reason in failed[:FAILURES_SHOWN])]
+    lines = [*by_reason(failed), *(f"  {sid}: {shown_reason(reason)}" for sid, reason in failed[:FAILURES_SHOWN])]
     if len(failed) > FAILURES_SHOWN:
         lines.append(f"  ... and {len(failed) - FAILURES_SHOWN} more")
     return lines
+
+
+def shown_reason(reason: str) -> str:
+    """The ``REASON_CHARS`` of a one-line reason that a run's ending shows, `` ...`` ending one cut there: cut
+    silently, a long reason ended mid-sentence (``... as MIND's``) and read as whole."""
+    return reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + " ..."
 
 
 def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) -> list[str]:
@@ -666,7 +672,7 @@ def by_reason(failed: Sequence[tuple[str, str]], shown: int = FAILURES_SHOWN) ->
     up to 2,000; read whole, 100,000 of them took 25 s)."""
     if len(failed) <= shown:
         return []
-    counts = Counter(_files_as_one(_sample_as_one(sample, reason[:2 * REASON_CHARS]))[:REASON_CHARS]
+    counts = Counter(shown_reason(_files_as_one(_sample_as_one(sample, reason[:2 * REASON_CHARS])))
                      for sample, reason in failed)
     common = counts.most_common(REASONS_SHOWN)
     lines = [f"  by reason: {n} x {reason}" for reason, n in common]
@@ -751,7 +757,7 @@ def summarize_failures(card: Scorecard, out_dir: Path, records: Sequence[SampleR
              + (f", missing: {counted(n_missing, 'sample')} never computed" if n_missing else "")
              + f"; full list: {path}"]
     lines += by_reason([(sample, reason) for sample, (_, reason) in first.items() if sample not in derived])
-    lines += [f"  {sample} ({metric}): {reason[:REASON_CHARS]}" for sample, (metric, reason) in list(first.items())[
+    lines += [f"  {sample} ({metric}): {shown_reason(reason)}" for sample, (metric, reason) in list(first.items())[
         :FAILURES_SHOWN]]
     if len(first) > FAILURES_SHOWN:
         lines.append(f"  ... and {len(first) - FAILURES_SHOWN} more")

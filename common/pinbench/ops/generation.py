@@ -727,18 +727,31 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
                                     env={**os.environ, **env} if env else None)
         finally:
             sink.handed()
+        code: int | None = None
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise GeneratorError(f"the generator did not finish within {timeout_s:g} s; it was stopped") from None
+            pass
         finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
             try:   # (a guard still running: past the time limit, or the run stopped by Ctrl-C or SIGTERM)
                 _stop(proc)
             finally:
                 sink.join()
+    if code is None:
+        raise _timed_out("", timeout_s, log)
     if code != 0:
         said = f": {sink.last[:200]}" if sink.last else ""
         raise GeneratorError(f"the generator {_ended(code)}{said} (log: {log})")
+
+
+def _timed_out(what: str, timeout_s: float, log: Path) -> GeneratorError:
+    """The failure of a request stopped past ``--generation-timeout``, said last in the log too: the reason named
+    neither the option that sets the limit nor the log, whose last lines, the generator's own, never said that it
+    was stopped. Called once its output is in the log."""
+    said = f"the generator did not finish{what} within {timeout_s:g} s (--generation-timeout); it was stopped"
+    with open(log, "a", encoding="utf-8") as log_file:
+        log_file.write(f"--- {said} ---\n")
+    return GeneratorError(f"{said} (log: {log})")
 
 
 def _ended(code: int) -> str:
@@ -850,7 +863,11 @@ class Worker:
         # its imports and its model's load: seconds to minutes, silent in a log before
         with notice(f"generate: starting generator {self.named} (its process imports it and makes it; log: "
                     f"{self.log})"):
-            described = self._answer(timeout_s=600.0, what="starting")
+            try:
+                described = self._answer(timeout_s=600.0, what="starting")
+            except TimeoutError:
+                raise GeneratorError("the generator did not finish starting within 600 s; it was stopped "
+                                     f"(log: {self.log})") from None
         if "error" in described:
             self.stop()
             raise RecipeError(described["error"] + (f" (traceback: {self.log})" if described.get("logged") else ""))
@@ -871,7 +888,10 @@ class Worker:
         assert self._ask_to is not None
         self._ask_to.write((json.dumps(message) + "\n").encode())
         self._ask_to.flush()
-        answer = self._answer(timeout_s=timeout_s, what=what)
+        try:
+            answer = self._answer(timeout_s=timeout_s, what=what)
+        except TimeoutError:
+            raise _timed_out(f" {what}", timeout_s, self.log) from None
         if "error" in answer:   # its traceback is in the log (a command's failure names its log too), but a Reason's
             raise GeneratorError(answer["error"] + ("" if answer.get("reason") else f" (traceback: {self.log})"))
 
@@ -879,9 +899,9 @@ class Worker:
         assert self._reply is not None
         ready, _, _ = select.select([self._reply], [], [], timeout_s)
         line = self._reply.readline() if ready else None
-        if line is None:
+        if line is None:   # TimeoutError: the caller says which limit it was
             self.stop()
-            raise GeneratorError(f"the generator did not finish {what} within {timeout_s:g} s; it was stopped")
+            raise TimeoutError
         if not line:
             assert self._proc is not None
             try:   # its reply pipe closed: the process has ended, or is ending
