@@ -798,7 +798,7 @@ def diff_cmd(
     """The results table of a run, against its reference when one applies; non-zero exit on FAIL, partial run,
     missing metric or mismatch (no reference: the table, exit 0 for a complete run)."""
     with _one_blas_thread():  # reading and comparing numbers: no linear algebra (numpy loaded where it is used)
-        from pinbench.core.reference import judge, load_reference, run_input_hashes
+        from pinbench.core.reference import judge, keeps_inputs, load_reference, run_input_hashes
         from pinbench.core.scorecard import load_scorecard, scorecard_file
 
         card = load_scorecard(scorecard_file(scorecard))
@@ -816,7 +816,7 @@ def diff_cmd(
             ref = load_reference(reference, recipe=declared)
             # the samples file read only where the reference kept its run's inputs (none of the shipped ones does)
             judged = judge(card, ref, run_input_hashes(scorecard_file(scorecard), card)
-                           if ref.source.get("inputs") is not None else None)
+                           if keeps_inputs(ref) else None)
     _echo(judged.body)
     _echo(judged.last)
     raise typer.Exit(judged.exit_code)

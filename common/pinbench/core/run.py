@@ -64,6 +64,7 @@ from pinbench.core.reference import (
     Reference,
     input_hashes,
     judge,
+    keeps_inputs,
     load_reference,
 )
 from pinbench.core.rundir import aside_names
@@ -580,7 +581,8 @@ class Run:
         recipe, cfg = self.recipe, self.cfg
         reference = load_reference(ref_path, recipe=recipe) if ref_path is not None else None
         judged = judge(card, reference if reference is not None else
-                       recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator), input_hashes(records))
+                       recipe.no_reference(cfg.checkpoint, cfg.mode, self._generator),
+                       input_hashes(records) if reference is not None and keeps_inputs(reference) else None)
         write_if_changed(self.out_dir / "diff.txt", judged.message + "\n")
         # the failed samples above the verdict: the last line says the result and the exit code, diffed or not
         print(judged.body, flush=True)

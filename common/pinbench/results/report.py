@@ -51,6 +51,7 @@ from pinbench.core.reference import (
     Reference,
     diff,
     input_hashes,
+    keeps_inputs,
     reference_from_dict,
 )
 from pinbench.core.scorecard import (
@@ -690,8 +691,10 @@ def _section_view(sec: _Section, figs: _Figures) -> dict[str, Any]:
     card, ref = sec.card, sec.ref
     ref_name = reference_name(ref) if ref else None
     # the records' input hashes, as pinbench diff reads its samples file: the report says what ran differently too
-    checked = diff(card, ref, name=ref_name, inputs=input_hashes(sec.samples) if sec.samples is not None else None) \
-        if ref else None
+    checked = None
+    if ref:
+        hashes = input_hashes(sec.samples) if sec.samples is not None and keeps_inputs(ref) else None
+        checked = diff(card, ref, name=ref_name, inputs=hashes)
     rows = build_rows(card, ref, checked)
     verdict = VERDICTS[checked.exit_code] if checked else "NO REFERENCE"
     samples = card.samples

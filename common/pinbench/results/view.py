@@ -28,7 +28,7 @@ from typing import Any
 from pinbench.core.config import RecipeError
 from pinbench.core.files import FileError
 from pinbench.core.provenance import scrubber
-from pinbench.core.reference import diff, input_hashes, load_reference
+from pinbench.core.reference import diff, input_hashes, keeps_inputs, load_reference
 from pinbench.core.run import ROLLOUTS
 from pinbench.core.rundir import RunDirError, aside_owner
 from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
@@ -266,7 +266,8 @@ def _reference_rows(run: Run) -> tuple[str, list[Any], str, list[str], list[str]
     if ref is None:
         return "NO REFERENCE", build_rows(card, None, None), recipe.no_reference_of(card), [], []
     name = reference_name(ref)   # the page is shared: not this machine's folders
-    result = diff(card, ref, name=name, inputs=input_hashes(list(run.samples.values())))
+    hashes = input_hashes(list(run.samples.values())) if keeps_inputs(ref) else None
+    result = diff(card, ref, name=name, inputs=hashes)
     return (VERDICTS[result.exit_code], build_rows(card, ref, result), f"reference: {name}", result.ran_differently,
             list(result.problems))
 
