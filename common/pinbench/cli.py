@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pinbench.core.config import CHECKPOINT_NOTED_ENV, RecipeError, RunConfig, check_checkpoint_name
+from pinbench.core.config import (
+    CHECKPOINT_NOTED_ENV,
+    RecipeError,
+    RunConfig,
+    check_checkpoint_name,
+    checkpoint_noted,
+)
 from pinbench.core.files import aligned, counted, counted_of
 from pinbench.core.recipe import Recipe, available_recipes, get_recipe
 
@@ -423,7 +429,7 @@ def run(
             if code:
                 raise typer.Exit(code)
         # a docker stage's run: the host said it, before --build and the downloads (it was said again per stage)
-        noted = cfg.fixture or os.environ.get(CHECKPOINT_NOTED_ENV) == "1"
+        noted = checkpoint_noted(cfg, os.environ.get(CHECKPOINT_NOTED_ENV))
         note = None if noted else _checkpoint_note(recipe, cfg.checkpoint)
         if note and not skip_doctor:   # else held: said once the recipe has not refused the name itself
             typer.echo(note, err=True)

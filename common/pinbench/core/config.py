@@ -53,6 +53,9 @@ def device_file_name(device: str) -> str:
 # set by the docker runtime in its stages' environment and by submit in its jobs': the process that started them said
 # the checkpoint's typo note already
 CHECKPOINT_NOTED_ENV = "PINBENCH_CHECKPOINT_NOTED"
+# its value in the jobs of a submission's first phase when submit said nothing (--skip-doctor): shard 0 alone says it
+# (each array task said it in its own log)
+CHECKPOINT_NOTED_BUT_SHARD_0 = "but-shard-0"
 
 
 def check_checkpoint_name(name: str) -> str:
@@ -272,3 +275,10 @@ def fetching_with(context: tuple[str, str]) -> Iterator[None]:
         yield
     finally:
         _FETCHING.reset(token)
+
+
+def checkpoint_noted(cfg: RunConfig, said: str | None) -> bool:
+    """Whether this run is not the one to say the checkpoint's typo note, given ``CHECKPOINT_NOTED_ENV``'s value
+    ``said``: a fixture's name is no typo, and a submission or the docker runtime's host says it once for all."""
+    return cfg.fixture or said == "1" or (said == CHECKPOINT_NOTED_BUT_SHARD_0 and cfg.shard is not None
+                                          and cfg.shard.index != 0)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pinbench.core.config import CHECKPOINT_NOTED_ENV, RunConfig
+from pinbench.core.config import CHECKPOINT_NOTED_BUT_SHARD_0, CHECKPOINT_NOTED_ENV, RunConfig
 from pinbench.core.deploy import ContainerStage, ScaleOutPhase
 from pinbench.core.provenance import IMAGE_DIGEST_ENV
 from pinbench.core.recipe import Recipe
@@ -88,7 +88,7 @@ class PhaseJob:
     # never written
     secret_variables: Mapping[str, str] = field(default_factory=dict)
     # whether ``pinbench submit`` said the checkpoint's typo note; not when the doctor was skipped: the first phase's
-    # jobs hold it then, so that a recipe's own refusal of the name is the one line (``Run``)
+    # first shard holds it then, so that a recipe's own refusal of the name is the one line (``Run``)
     noted: bool = True
 
     def run_argv(self, program: Sequence[str], *, out: str, inputs: Mapping[str, str] | None = None) -> list[str]:
@@ -150,9 +150,9 @@ class PhaseJob:
     @property
     def job_env(self) -> dict[str, str]:
         """The variables every job's ``pinbench run`` gets besides the cache's: the sample cache's, and
-        ``CHECKPOINT_NOTED_ENV`` where ``noted`` (``pinbench submit`` said the checkpoint's typo note; each job said
-        it again)."""
-        return {**self.sample_cache_env, **({CHECKPOINT_NOTED_ENV: "1"} if self.noted else {})}
+        ``CHECKPOINT_NOTED_ENV``: ``pinbench submit`` said the checkpoint's typo note (each job said it again), else
+        the first shard alone says it (each array task said it)."""
+        return {**self.sample_cache_env, CHECKPOINT_NOTED_ENV: "1" if self.noted else CHECKPOINT_NOTED_BUT_SHARD_0}
 
     def inputs(self) -> dict[str, str]:
         return {name: f"{INPUTS_MOUNT}/{name}" for name in self.path_options & set(self.options)}
