@@ -1541,3 +1541,16 @@ def test_without_the_doctor_a_checkpoint_typo_note_waits_for_the_first_stage(
     assert f"[fetch] {fetched.decode().strip()}" in lines
     if said:   # after the stage's own output: said once the stage has ended
         assert lines.index(note) > lines.index(f"[fetch] {fetched.decode().strip()}")
+
+
+@pytest.mark.parametrize("held", ["logs/HEAD", "packed-refs"])
+def test_a_modules_folder_that_is_no_git_store_is_still_read(client: FakeDockerClient, tmp_path: Path,
+                                                             held: str) -> None:
+    """A folder in .git/modules with no HEAD nor config (no store to git, a half-made or copied one) was walked as a
+    namespace: its reflog was never read, and a token in it was mounted."""
+    folder = tmp_path / "project"
+    (folder / ".git" / "modules" / "sub" / held).parent.mkdir(parents=True, exist_ok=True)
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / ".git" / "modules" / "sub" / held).write_text(
+        f"{'0' * 40} {'1' * 40} A <a@b.c> 1 +0000\tfetch from https://user:{GIT_TOKEN}@github.com/o/r\n")
+    assert "holds a credential" in _mount_refusal(client, tmp_path, "code", folder)

@@ -402,7 +402,9 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
     stores, found, logs = [git_dir], [os.path.join(git_dir, name) for name in _GIT_HELD], []
     for top, folders, files in (entry for under in ("modules", "worktrees")
                                 for entry in _walk(os.path.join(git_dir, under), refuse, source)):
-        if "HEAD" in files or "config" in files:   # a submodule's or worktree's store: its reflogs read below
+        # a submodule's or worktree's store, or what is left of one (a logs/ without HEAD or config: its reflogs went
+        # unread, mounted): its reflogs read below
+        if "HEAD" in files or "config" in files or "logs" in folders:
             stores.append(top)
             folders[:] = [name for name in folders if name not in ("objects", "refs", "logs", "hooks", "info")]
         counted(len(folders) + len(files))
