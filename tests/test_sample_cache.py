@@ -103,6 +103,33 @@ def test_an_external_tools_records_are_kept_and_not_pending_in_another_run_direc
     assert [t["sample_id"] for t in other.pending(tasks).stored] == ["s0", "s1", "s2", "s3"]
 
 
+def test_store_sends_the_tool_only_the_pending_and_keeps_each_records_seconds(toy: Recipe, tmp_path: Path,
+                                                                             cache: Path) -> None:
+    """``Run.store`` after ``Run.pending`` (PAI-Bench-C's evaluator, run over the pending tasks' videos alone): a
+    record keeps the seconds the tool took for its sample (they were 0), one taken from the cache the seconds it
+    took where it was computed (also 0: its record was rebuilt without them), and a task whose record the directory
+    holds needs no result (it failed "no result": the tool was sent every task again)."""
+    def run_in(out: Path) -> Run:
+        return Run(toy, toy.config("Toy-Nano", out_dir=out, limit=4, env={}))
+    first = run_in(tmp_path / "a")
+    held = first.pending(TASKS[:2])
+    first.store(TASKS[:2], {t["sample_id"]: {"f1": t["x"]} for t in held.mine}, pending=held,
+                seconds={"s0": 7.5, "s1": 2.0})
+    second = run_in(tmp_path / "b")
+    held = second.pending(TASKS)
+    assert [t["sample_id"] for t in held.mine] == ["s2", "s3"]
+    records = second.store(TASKS, {t["sample_id"]: {"f1": t["x"]} for t in held.mine}, pending=held,
+                           seconds={"s2": 3.0, "s3": 4.0})
+    assert [(r.sample_id, r.ok, r.seconds) for r in records] == [("s0", True, 7.5), ("s1", True, 2.0),
+                                                                 ("s2", True, 3.0), ("s3", True, 4.0)]
+    held = second.pending([*TASKS[:3], LooseTask("s3", x=9)])   # s3's input changed: it alone is sent the tool
+    assert [t["sample_id"] for t in held.mine] == ["s3"] and sorted(held.kept) == ["s0", "s1", "s2"]
+    records = second.store([*TASKS[:3], LooseTask("s3", x=9)], {"s3": {"f1": 9}}, pending=held, seconds={"s3": 1.0})
+    assert [(r.sample_id, r.ok, r.result, r.seconds) for r in records] == [
+        ("s0", True, {"f1": 0}, 7.5), ("s1", True, {"f1": 1}, 2.0), ("s2", True, {"f1": 2}, 3.0),
+        ("s3", True, {"f1": 9}, 1.0)]
+
+
 def test_a_damaged_planted_or_unreadable_entry_is_computed_again(toy: Recipe, tmp_path: Path, cache: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """Each is computed again and named in one line (they were passed over unsaid)."""

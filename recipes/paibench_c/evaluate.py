@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -67,8 +69,9 @@ class EvaluationError(RuntimeError):
 class EvaluatorLike(Protocol):
     """What scoring drives: the installed evaluator (:class:`Evaluator`) or the fixture's test double.
 
-    ``calculate_metrics`` is ``compute_metrics.py calculate-metrics``: it scores ``<modality_dir>/videos/*.mp4``
-    against ``gt_dir``, leaves the GT seg/depth files there (recomputed when ``force_gt``) and writes ``output``.
+    ``calculate_metrics`` is ``compute_metrics.py calculate-metrics``: it scores ``<videos_parent>/videos/*.mp4``
+    against ``gt_dir``, leaves the GT seg/depth files there (recomputed when ``force_gt``), writes its per-video
+    outputs beside ``videos/`` and ``output``; its log is ``<modality_dir>/evaluator.log``.
     """
 
     commit: str
@@ -76,8 +79,9 @@ class EvaluatorLike(Protocol):
 
     def describe(self) -> dict[str, Any]: ...
 
-    def calculate_metrics(self, *, modality_dir: Path, gt_dir: Path, output: Path, task_ids: Sequence[str],
-                          gpu_ids: Sequence[str], force_gt: bool, batch_size: int | None) -> list[str]: ...
+    def calculate_metrics(self, *, modality_dir: Path, videos_parent: Path, gt_dir: Path, output: Path,
+                          task_ids: Sequence[str], gpu_ids: Sequence[str], force_gt: bool,
+                          batch_size: int | None) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -97,14 +101,15 @@ class Evaluator:
         return {"evaluator": "trungtpham/pai-bench-c-cosmos3 compute_metrics.py", "dir": str(self.root),
                 "commit": self.commit}
 
-    def calculate_metrics(self, *, modality_dir: Path, gt_dir: Path, output: Path, task_ids: Sequence[str],
-                          gpu_ids: Sequence[str], force_gt: bool, batch_size: int | None) -> list[str]:
+    def calculate_metrics(self, *, modality_dir: Path, videos_parent: Path, gt_dir: Path, output: Path,
+                          task_ids: Sequence[str], gpu_ids: Sequence[str], force_gt: bool,
+                          batch_size: int | None) -> list[str]:
         """Run the evaluator under torchrun from its folder, network off; its progress watched; the command.
 
         ``batch_size`` sets the fork's PAIBENCH_C_EVAL_BATCH_SIZE (tasks per batch per rank; RAM ~1 GB each).
         """
         n_gpus = max(1, min(len(task_ids), len(gpu_ids)))
-        argv = evaluator_command(self, n_gpus=n_gpus, videos_parent=modality_dir, gt_dir=gt_dir, output=output,
+        argv = evaluator_command(self, n_gpus=n_gpus, videos_parent=videos_parent, gt_dir=gt_dir, output=output,
                                  force_gt=force_gt)
         secretless = {k: v for k, v in os.environ.items() if not is_secret_name(k)}   # scoring needs no token
         env = {**secretless, "CUDA_VISIBLE_DEVICES": ",".join(gpu_ids[:n_gpus]),
@@ -114,8 +119,8 @@ class Evaluator:
             env["PAIBENCH_C_EVAL_BATCH_SIZE"] = str(batch_size)
         log = modality_dir / "evaluator.log"
         started = time.time()
-        watcher = Watcher(f"evaluate {modality_dir.name}", lambda: files_since(modality_dir / "blur", started),
-                          total=len(task_ids), detail=lambda: evaluator_steps(modality_dir, started))
+        watcher = Watcher(f"evaluate {modality_dir.name}", lambda: files_since(videos_parent / "blur", started),
+                          total=len(task_ids), detail=lambda: evaluator_steps(videos_parent, started))
         with open(log, "ab") as fh:
             proc = subprocess.Popen(argv, cwd=self.root, env=env, stdout=fh, stderr=subprocess.STDOUT)
         (code,) = wait_watched([(proc, log)], watcher)
@@ -319,59 +324,123 @@ def evaluator_steps(modality_dir: Path, since: float) -> str:
                      for name, folder, pattern in EVALUATOR_STEPS)
 
 
+PENDING = "pending"   # <modality>/pending/: the evaluator's folder when it scores some of the modality's videos
+
+
+def staged(modality_dir: Path, tasks: Collection[str]) -> Path:
+    """The folder whose ``videos/`` the evaluator is to score: the modality folder when its ``videos/`` holds the videos
+    of ``tasks`` alone, else ``pending/``, whose ``videos/`` links to those. The evaluator scores every video of the
+    folder it is given: it scored again each task whose record another run (the sample cache) or this directory kept.
+    A ``pending/`` left by an evaluation that did not finish is removed first (its outputs are of no finished run)."""
+    pending = modality_dir / PENDING
+    if pending.is_dir() and not pending.is_symlink():
+        shutil.rmtree(pending)
+    elif os.path.lexists(pending):
+        pending.unlink()
+    if {p.stem for p in (modality_dir / "videos").glob("*.mp4")} == set(tasks):
+        return modality_dir
+    (pending / "videos").mkdir(parents=True)
+    for task in sorted(tasks):   # relative: the same in a container that mounts the run directory elsewhere
+        (pending / "videos" / f"{task}.mp4").symlink_to(Path("..", "..", "videos", f"{task}.mp4"))
+    return pending
+
+
+def merge_outputs(pending: Path, modality_dir: Path) -> None:
+    """Move what the evaluator wrote beside ``pending/videos`` to the same place in the modality folder (a task's
+    masks to ``segmentation/``, its visualisations), then remove ``pending/``: the folder reads the same however many
+    videos the evaluator scored."""
+    for folder, dirs, files in os.walk(pending):
+        rel = Path(folder).relative_to(pending)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d != "videos"]
+        (modality_dir / rel).mkdir(exist_ok=True)
+        for name in files:
+            os.replace(Path(folder) / name, modality_dir / rel / name)
+    shutil.rmtree(pending)
+
+
 def run_evaluator(evaluator: EvaluatorLike, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],
                   gpu_ids: Sequence[str], force_gt: bool, inputs: Mapping[str, Any],
                   batch_size: int | None = None) -> Path:
-    """Score ``modality_dir/videos`` and write ``modality_dir/metrics.json`` plus its stamp."""
+    """Score the videos of ``task_ids`` in ``modality_dir/videos`` (``staged``) and write
+    ``modality_dir/metrics.json`` plus its stamp, with the seconds the evaluation took."""
     metrics, stamp_path = modality_dir / "metrics.json", modality_dir / "eval_stamp.json"
     for path in (metrics, stamp_path):
         if path.is_dir() and not path.is_symlink():
             raise EvaluationError(f"{path}: is a directory, where the evaluation writes a file; remove it")
         path.unlink(missing_ok=True)
-    command = evaluator.calculate_metrics(modality_dir=modality_dir, gt_dir=gt.root, output=metrics,
-                                          task_ids=task_ids, gpu_ids=gpu_ids, force_gt=force_gt,
-                                          batch_size=batch_size)
+    videos_parent = staged(modality_dir, task_ids)
+    started = time.monotonic()
+    try:
+        command = evaluator.calculate_metrics(modality_dir=modality_dir, videos_parent=videos_parent, gt_dir=gt.root,
+                                              output=metrics, task_ids=task_ids, gpu_ids=gpu_ids, force_gt=force_gt,
+                                              batch_size=batch_size)
+    finally:
+        if videos_parent != modality_dir:
+            merge_outputs(videos_parent, modality_dir)
+    seconds = time.monotonic() - started
     if not metrics.is_file():
         raise EvaluationError(f"{metrics}: the evaluator finished without writing it")
     stamp = {"inputs": dict(inputs), "metrics_sha256": sha256_file(metrics), "force_gt": force_gt,
-             "command": command}
+             "command": command, "seconds": seconds}
     write_atomic(stamp_path, json.dumps(stamp, indent=1))   # a cut stamp would throw the evaluation away
     return metrics
+
+
+def stamped_seconds(modality_dir: Path) -> float:
+    """The seconds the evaluation in ``modality_dir`` took, as its stamp says (0: a stamp written before it said)."""
+    seconds = (read_json_object(modality_dir / "eval_stamp.json") or {}).get("seconds")
+    ok = type(seconds) in (int, float) and math.isfinite(seconds) and seconds >= 0
+    return float(seconds) if ok else 0.0
 
 
 # ------------------------------------------------------------------------------------ a run's evaluation
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """What scoring did: why a modality (``<modality>``) or one of its videos (``<modality>/<task>``) was not scored,
+    and each task's share of the evaluator's seconds (every modality's evaluation split evenly over the videos it
+    scored, summed), which its record carries."""
+
+    errors: dict[str, str]
+    seconds: dict[str, float]
+
+
 def score_all(cfg: RunConfig, evaluator: EvaluatorLike, gt: GTCache, collected: Mapping[str, Mapping[str, Collected]],
-              task_ids: Sequence[str], gpu_ids: Sequence[str]) -> dict[str, str]:
-    """Run the evaluator per modality unless its metrics.json is current; returns modality -> error."""
+              task_ids: Sequence[str], gpu_ids: Sequence[str]) -> Evaluation:
+    """Run the evaluator per modality over the videos of ``task_ids`` alone (the tasks no stored record stands for),
+    unless its metrics.json is current."""
     options = cfg.options
     errors: dict[str, str] = {}
+    seconds = dict.fromkeys(task_ids, 0.0)
     for modality in options.modalities:
-        videos = {t: c.sha256 for t, c in collected[modality].items() if c.ok and c.sha256}
-        for task, c in collected[modality].items():
-            if not c.ok:
+        videos = {t: c.sha256 for t in task_ids if (c := collected[modality][t]).ok and c.sha256}
+        for task in task_ids:
+            if not (c := collected[modality][task]).ok:
                 errors[f"{modality}/{task}"] = c.error or "no valid video"
         if not videos:
             errors[modality] = "no valid generated video to score"
             continue
-        inputs = stamp_inputs(videos=videos, gt_key=gt.key, gt_policy=options.gt,
-                                       evaluator_commit=evaluator.commit)
+        inputs = stamp_inputs(videos=videos, gt_key=gt.key, gt_policy=options.gt, evaluator_commit=evaluator.commit)
         modality_dir = cfg.out_dir / modality
         reused_gt = gt.summary()["files_sha256"] if options.gt == "reuse" else None
-        if is_current(modality_dir, inputs, reused_gt):
-            continue
-        verified = gt.prune(task_ids)
-        force = options.gt == "force" or verified == 0
-        try:
-            run_evaluator(evaluator, modality_dir=modality_dir, gt=gt, task_ids=list(videos),
-                                   gpu_ids=list(gpu_ids), force_gt=force, inputs=inputs,
-                                   batch_size=options.eval_batch_size)
-            gt.record(task_ids, modality)
-            stamp_gt(modality_dir, gt.summary()["files_sha256"])
-        except EvaluationError as exc:
-            errors[modality] = str(exc)
-    return errors
+        if not is_current(modality_dir, inputs, reused_gt):
+            verified = gt.prune(task_ids)
+            force = options.gt == "force" or verified == 0
+            try:
+                run_evaluator(evaluator, modality_dir=modality_dir, gt=gt, task_ids=list(videos),
+                              gpu_ids=list(gpu_ids), force_gt=force, inputs=inputs,
+                              batch_size=options.eval_batch_size)
+                gt.record(task_ids, modality)
+                stamp_gt(modality_dir, gt.summary()["files_sha256"])
+            except EvaluationError as exc:
+                errors[modality] = str(exc)
+                continue
+        share = stamped_seconds(modality_dir) / len(videos)
+        for task in videos:
+            seconds[task] += share
+    return Evaluation(errors, seconds)
 
 
 def parse_all(run_dir: Path, modalities: Sequence[str], task_ids: Sequence[str], errors: dict[str, str],

@@ -187,9 +187,9 @@ class EvaluatorDouble:
     """TEST DOUBLE for the evaluator's ``compute_metrics.py calculate-metrics`` (GPU models), on CPU.
 
     It keeps the evaluator's contract (spec sections 1.2-1.5), so run.py scores with it as with the real one:
-    every ``<modality_dir>/videos/*.mp4`` against ``<gt_dir>/videos/<id>.mp4``, both decoded with OpenCV; the
+    every ``<videos_parent>/videos/*.mp4`` against ``<gt_dir>/videos/<id>.mp4``, both decoded with OpenCV; the
     GT seg (``sam2_pkls/``) and depth (``depth_npzs/``) computed into ``gt_dir`` when forced or missing and read
-    from there otherwise; each prediction's masks written to ``<modality_dir>/segmentation/<name>.pkl``; and
+    from there otherwise; each prediction's masks written to ``<videos_parent>/segmentation/<name>.pkl``; and
     ``metrics.json`` with ``global`` and ``per_video``. Canny and blur SSIM are the recipe's own code, depth
     comes from :class:`LumaDepthDouble`, masks from :class:`ColorKeySegDouble`. It has no DOVER: it reports
     :data:`FIXTURE_METRICS`.
@@ -202,10 +202,11 @@ class EvaluatorDouble:
     def describe(self) -> dict[str, Any]:
         return {"evaluator": self.name, "commit": self.commit}
 
-    def calculate_metrics(self, *, modality_dir: Path, gt_dir: Path, output: Path, task_ids: Sequence[str],
-                          gpu_ids: Sequence[str], force_gt: bool, batch_size: int | None) -> list[str]:
+    def calculate_metrics(self, *, modality_dir: Path, videos_parent: Path, gt_dir: Path, output: Path,
+                          task_ids: Sequence[str], gpu_ids: Sequence[str], force_gt: bool,
+                          batch_size: int | None) -> list[str]:
         per_video = []
-        for video in sorted((modality_dir / "videos").glob("*.mp4")):
+        for video in sorted((videos_parent / "videos").glob("*.mp4")):
             task = task_id_of(video.name)
             if not (gt_dir / "videos" / f"{task}.mp4").is_file():
                 continue  # the evaluator logs a prediction without GT and skips it
@@ -217,7 +218,7 @@ class EvaluatorDouble:
                 _write_npz(depth_file, LumaDepthDouble()(gt))
             pred = _decode(video)
             pred_seg = ColorKeySegDouble()(pred)
-            write_detections(modality_dir / "segmentation" / f"{video.stem}.pkl", pred_seg)
+            write_detections(videos_parent / "segmentation" / f"{video.stem}.pkl", pred_seg)
             with np.load(depth_file) as depth:
                 values, canny_error = video_metrics(gt, pred, gt_depth=depth["data"],
                                                     gt_seg=load_sam_detections(seg_file), pred_seg=pred_seg)
@@ -230,7 +231,7 @@ class EvaluatorDouble:
             found = [v[metric] for v in per_video if v[metric] is not None]
             means[metric] = math.fsum(found) / len(found) if found else None
         output.write_text(json.dumps({"global": means, "per_video": per_video}, indent=4), encoding="utf-8")
-        return [type(self).__name__, "--videos_path", str(modality_dir), "--gt_path", str(gt_dir),
+        return [type(self).__name__, "--videos_path", str(videos_parent), "--gt_path", str(gt_dir),
                 "--output_path", str(output), f"--{'' if force_gt else 'no_'}force_recompute_gt"]
 
 

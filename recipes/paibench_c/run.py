@@ -28,6 +28,7 @@ from pinbench.core.options import OptionValues, is_offline
 from pinbench.core.pins import Pins
 from pinbench.core.provenance import installed_distributions
 from pinbench.core.run import NotGenerated, Run, RunOutcome
+from pinbench.core.runner import SampleRecord
 from pinbench.ops.machine_pins import pins_for_provenance
 from pinbench_recipes.paibench_c import evaluate, fixture, requests
 from pinbench_recipes.paibench_c.fetch import (
@@ -123,25 +124,32 @@ def run(run: Run) -> RunOutcome:
         # Not under gt=force: it asks for the GT computed again, which the cross-check's seg arithmetic then reads
         held = run.pending(scored, validate=evaluated, cache=options.gt == "reuse")
         cached = {t.sample_id for t in held.cached}
-        fresh = [t for t in task_ids if t not in cached]   # the evaluator scores a folder: all of it, or none
+        # only these are evaluated and cross-checked: each task's values are its own (spec 1.5; the evaluator's
+        # global mean is not read), so the others' records stand, from this directory or another's (the cache)
+        fresh = [t.sample_id for t in held.mine]
         if cached:
             print(f"evaluator: {counted(len(task_ids), 'task')}: {len(cached)} reused from the sample cache (an "
                   f"earlier run's evaluation and cross-check), {len(fresh)} to evaluate", file=sys.stderr, flush=True)
-        modality_errors = evaluate.score_all(cfg, evaluator, gt, collected, task_ids, gpu_ids(cfg)) if fresh else {}
+        evaluation = (evaluate.score_all(cfg, evaluator, gt, collected, fresh, gpu_ids(cfg)) if fresh
+                      else evaluate.Evaluation({}, {}))
+        modality_errors = evaluation.errors
 
     # 4. metrics.json -> per-task values with counts (never the evaluator's global mean), native cross-check.
     with run.step("score"):
-        parsed = (evaluate.parse_all(cfg.out_dir, options.modalities, task_ids, modality_errors, evaluator.metrics)
+        parsed = (evaluate.parse_all(cfg.out_dir, options.modalities, fresh, modality_errors, evaluator.metrics)
                   if fresh else dict.fromkeys(options.modalities))
     with run.step("native"):
         native = native_all(run, inputs, gt, collected, parsed, fresh) if options.native and fresh else {}
 
     # 5. Scorecard, diff against the reference for this checkpoint and mode, report.
     requested = {t: [f"{m}.{t}" for m in options.modalities] for t in task_ids}
-    results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors, native=native.get(t),
+    results = {t: task_result(t, evaluator=parsed, modality_errors=modality_errors,
+                              native=native[t].result if t in native else None,
                               never={m: why for m, r in zip(options.modalities, requested[t], strict=True)
                                      for why in [run.never_generated.get(r)] if why})
-               for t in task_ids}
+               for t in fresh}
+    # a task's seconds: its share of each modality's evaluation and its cross-check's
+    seconds = {t: took + (native[t].seconds if t in native else 0.0) for t, took in evaluation.seconds.items()}
     not_made: dict[str, NotGenerated] = {}
     for t in task_ids:   # a task none of whose rollouts was generated fails, with the generation's reason
         why = [run.generation_failures.get(r) for r in requested[t]]
@@ -149,7 +157,8 @@ def run(run: Run) -> RunOutcome:
             not_made[t] = NotGenerated(why[0])
     # a task none of whose rollouts any run generated (its generation shard never ran, a --limit short of it) counts
     # missing, as MIND's and RememBench's samples do (Run.store)
-    records = run.store(scored, {**results, **not_made}, label="scorecard", requests=requested, pending=held)
+    records = run.store(scored, {**results, **not_made}, label="scorecard", requests=requested, pending=held,
+                        seconds=seconds)
     stored = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
     extra = {
         "cross_check": cross_check(options.modalities, stored) if options.native else None,
@@ -277,9 +286,9 @@ def native_seg_modalities(options: OptionValues, gt: evaluate.GTCache) -> list[s
 
 def native_all(run: Run, inputs: Inputs, gt: evaluate.GTCache,
                collected: Mapping[str, Mapping[str, Collected]],
-               parsed: Mapping[str, ModalityMetrics | None], task_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+               parsed: Mapping[str, ModalityMetrics | None], task_ids: Collection[str]) -> dict[str, SampleRecord]:
     """The CPU cross-check of the tasks ``task_ids`` (resumable under ``native/``): Canny, blur SSIM, seg
-    arithmetic."""
+    arithmetic; the ok records, by task."""
     options = run.options
     seg_modalities = native_seg_modalities(options, gt)
     run_dir = run.out_dir
@@ -303,4 +312,4 @@ def native_all(run: Run, inputs: Inputs, gt: evaluate.GTCache,
     sample = partial(native_sample, dataset_dir=inputs.dataset_dir, run_dir=run_dir, gt_dir=gt.root)
     summary = run.compute(tasks, sample, folder="native", label="native cross-check", batch_size=max(1, workers),
                           batch_fn=_native_batch(workers, sample) if workers > 1 else None)
-    return {sid: rec.result for sid, rec in summary.records.items() if rec.ok and rec.result is not None}
+    return {sid: rec for sid, rec in summary.records.items() if rec.ok and rec.result is not None}

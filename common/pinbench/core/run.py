@@ -381,13 +381,16 @@ class Run:
 
     def store(self, tasks: Sequence[Task], results: Mapping[str, Mapping[str, Any] | BaseException], *,
               folder: str = "", label: str = "results", requests: Mapping[str, Sequence[str]] | None = None,
-              pending: Pending | None = None) -> list[SampleRecord]:
+              pending: Pending | None = None, seconds: Mapping[str, float] | None = None) -> list[SampleRecord]:
         """Store results an external tool computed (ok, or an exception saying why the sample failed) for this
-        shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record.
+        shard's tasks, keeping a stored record that says the same, then ``gather`` every task's record. ``seconds``:
+        the tool's time for each sample, which its record carries (0 where not given).
 
-        ``pending``: what ``pending`` found for ``tasks`` before the tool ran: a task whose record only the sample
-        cache held (``cached``: not sent to the tool) takes that record, and every new ok record is kept there
-        (``min_seconds=0``: the record is all the tool's cost), so another run directory sends the tool none of them.
+        ``pending``: what ``pending`` found for ``tasks`` before the tool ran: a task without a result whose record
+        this directory holds (``kept``) keeps it; a task whose record only the sample cache held (``cached``: not
+        sent to the tool) takes that record, with the seconds it took where it was computed; and every new ok record
+        is kept there (``min_seconds=0``: the record is all the tool's cost), so another run directory sends the tool
+        none of them.
 
         ``requests``: each sample's generation requests, where they are not the one of its own id (PAI-Bench-C's
         task: one per modality). A sample none of whose rollouts any run generated (``never_generated``) is stored as
@@ -395,19 +398,23 @@ class Run:
         alone then says it counts missing (``pinbench status`` while no ``samples.jsonl`` says so), not failed."""
         cache = None if pending is None else self.sample_cache(folder, min_seconds=0)
         cached = {task.sample_id for task in pending.cached} if pending is not None else set()
+        kept = pending.kept if pending is not None else {}
         log = self.log(tasks, folder=folder, label=label)
         for task in log.mine:
             sid = task.sample_id
             never = self._never_generated(sid, requests)
             result = results.get(sid, KeyError(f"{sid}: no result"))
             found = cache.record_of(sid, input_hash(task)) if cache is not None and sid in cached else None
-            if never is not None:
+            took = (seconds or {}).get(sid, 0.0)
+            if sid in kept and sid not in results:   # stored here, not sent to the tool: it stands
+                log.keep(kept[sid])
+            elif never is not None:
                 log.record(sid, None, error=missing_error([never]))
             elif found is not None:
-                log.record(sid, found.data["result"], reused=True)
+                log.record(sid, found.data["result"], seconds=float(found.data["seconds"]), reused=True)
             elif isinstance(result, BaseException):
-                log.record(sid, None, error=error_line(result))
-            elif (record := log.record(sid, result, reused=True)).ok and cache is not None:
+                log.record(sid, None, error=error_line(result), seconds=took)
+            elif (record := log.record(sid, result, seconds=took, reused=True)).ok and cache is not None:
                 cache.put(record.input_hash, record.to_bytes())
         if cache is not None:
             self._bound(cache, cache.stored > 0)

@@ -745,12 +745,14 @@ class Pending:
     """What is still to compute: ``mine``, the tasks of this shard without a reusable record, stored or in the
     sample cache (what ``run_samples`` would compute); ``stored``, this shard's tasks with a stored one; ``cached``,
     those whose record only the sample cache holds (held by it for ``run_samples``); ``unscored``, the input
-    hash of every task of any shard without either, by id."""
+    hash of every task of any shard without either, by id; ``kept``, the reusable stored record of each of
+    ``stored``, by id (``Run.store`` takes it for a task it did not send the external tool)."""
 
     mine: list[Task]
     stored: list[Task]
     unscored: dict[str, str]
     cached: list[Task] = field(default_factory=list)
+    kept: dict[str, SampleRecord] = field(default_factory=dict)
 
 
 def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | None = None,
@@ -762,12 +764,16 @@ def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | 
     ids = _task_ids(tasks)
     contents = read_store(Path(out_dir) / SAMPLES_DIR)
     validate = validate or _is_dict
-    unscored, cached = {}, set()
+    unscored, cached, kept = {}, set(), {}
     owned = range(len(tasks)) if shard is None else shard.select(range(len(tasks)))
     mine = set(owned)
     for pos, (sid, task) in enumerate(zip(ids, tasks, strict=True)):
         task_hash = _hash_task(sid, task)
-        if _judge(contents.records.get(sid, []), task_hash, implementation, validate).reusable is None:
+        reusable = _judge(contents.records.get(sid, []), task_hash, implementation, validate).reusable
+        if reusable is not None:
+            if pos in mine:
+                kept[sid] = reusable
+        else:
             found = None if cache is None else cache.record_of(sid, task_hash, hold=pos in mine)
             if found is not None and _judge([found], task_hash, implementation, validate).reusable is not None:
                 cached.add(sid)
@@ -775,7 +781,7 @@ def pending_tasks(out_dir: Path | str, tasks: Sequence[Task], *, shard: Shard | 
                 unscored[sid] = task_hash
     return Pending([tasks[pos] for pos in owned if ids[pos] in unscored],
                    [tasks[pos] for pos in owned if ids[pos] not in unscored and ids[pos] not in cached],
-                   unscored, [tasks[pos] for pos in owned if ids[pos] in cached])
+                   unscored, [tasks[pos] for pos in owned if ids[pos] in cached], kept)
 
 
 # ------------------------------------------------------------------------------------------- running
@@ -985,6 +991,14 @@ class StepLog:
         self.records[sample_id] = record
         (self._reused.add if reused and record.ok else self._reused.discard)(sample_id)
         return record
+
+    def keep(self, record: SampleRecord) -> None:
+        """Take the stored record of one of this shard's samples as it stands (``Pending.kept``: the external tool
+        was not sent that sample); nothing is appended."""
+        if record.sample_id not in self._mine:
+            raise ValueError(f"sample {record.sample_id!r} is not one of this shard's tasks")
+        self.records[record.sample_id] = record
+        self._reused.add(record.sample_id)
 
     def _supersede(self, record: SampleRecord, contents: StoreContents) -> None:
         """Move aside the stored records a new ok one replaces (the same inputs and code, another result: a video

@@ -74,8 +74,10 @@ def test_the_evaluator_double_scores_gt_against_itself_perfectly(first_run, tmp_
     (tmp_path / "gt_as_pred" / "videos").symlink_to(dataset / "videos", target_is_directory=True)
     for force in (True, False):   # GT computed, then read back
         output = tmp_path / f"metrics_{force}.json"
-        fixture.EvaluatorDouble().calculate_metrics(modality_dir=tmp_path / "gt_as_pred", gt_dir=gt.root, output=output,
-                                                    task_ids=TASKS, gpu_ids=[], force_gt=force, batch_size=None)
+        fixture.EvaluatorDouble().calculate_metrics(modality_dir=tmp_path / "gt_as_pred",
+                                                    videos_parent=tmp_path / "gt_as_pred", gt_dir=gt.root,
+                                                    output=output, task_ids=TASKS, gpu_ids=[], force_gt=force,
+                                                    batch_size=None)
         values = parse_metrics_json(output, TASKS, fixture.FIXTURE_METRICS).per_task
         perfect = {"canny_f1_score": 1.0, "canny_precision": 1.0, "canny_recall": 1.0, "blur_ssim": 1.0,
                    "depth_si_rmse": 0.0, "seg_m_iou": 1.0, "seg_recall": 1.0}
@@ -194,6 +196,51 @@ def test_a_second_out_takes_the_evaluation_from_the_sample_cache(tmp_path: Path,
     assert run_recipe(_cfg(other, options={"decoder": "pyav"})).exit_code == 0
     assert all((other / m / "metrics.json").is_file() for m in MODALITIES)
     assert json.loads((other / "scorecard.json").read_text())["extra"]["from_sample_cache"] == []
+
+
+def test_the_evaluator_is_given_only_the_tasks_no_record_stands_for(tmp_path: Path, monkeypatch) -> None:
+    """The evaluator scores every video of the folder it is given: with some tasks' records in the sample cache (run
+    A on 2 tasks, B on all 4) or in the run directory (A again on all 4) it was given all 4 videos per modality. Now it
+    is given the 2 pending ones (``pending/videos``), its outputs land in the modality folder as in a full
+    evaluation, and every per-sample record and scorecard metric equals a fresh run's. Each record carries the
+    seconds of the evaluation and cross-check that computed it, also where it was taken from the cache (it had 0)."""
+    given: list[tuple[str, list[str]]] = []
+    scored = fixture.EvaluatorDouble.calculate_metrics
+
+    def counted(self, *, modality_dir: Path, videos_parent: Path, **kwargs):   # noqa: ANN202
+        given.append((modality_dir.name, sorted(p.stem for p in (videos_parent / "videos").glob("*.mp4"))))
+        return scored(self, modality_dir=modality_dir, videos_parent=videos_parent, **kwargs)
+
+    monkeypatch.setattr(fixture.EvaluatorDouble, "calculate_metrics", counted)
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    fresh = tmp_path / "fresh"
+    assert run_recipe(_cfg(fresh)).exit_code == 0
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(tmp_path / "sample-cache"))
+    first, second = tmp_path / "a", tmp_path / "b"
+    run_recipe(_cfg(first, limit=2))   # a smoke run without a reference: exit 3
+    given.clear()
+    assert run_recipe(_cfg(second)).exit_code == 0
+    assert given == [(m, TASKS[2:]) for m in MODALITIES]
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    assert run_recipe(_cfg(first)).exit_code == 0
+    assert given == [(m, TASKS[2:]) for m in MODALITIES] * 2
+    cards = {d: json.loads((d / "scorecard.json").read_text()) for d in (fresh, first, second)}
+    for out in (first, second):
+        assert _per_sample(out) == _per_sample(fresh)
+        assert cards[out]["metrics"] == cards[fresh]["metrics"]
+        assert cards[out]["extra"]["cross_check"] == cards[fresh]["extra"]["cross_check"]
+        assert not any((out / m / "pending").exists() for m in MODALITIES)
+    # the masks of both of A's evaluations beside each other, as one evaluation of all 4 leaves them
+    for out, tasks in ((first, TASKS), (second, TASKS[2:])):
+        assert sorted(p.stem for p in (out / "seg" / "segmentation").glob("*.pkl")) == tasks
+    assert cards[second]["extra"]["from_sample_cache"] == TASKS[:2]
+    seconds = {out: _seconds(out) for out in (first, second)}
+    assert all(s > 0 for s in seconds[second].values())
+    assert [seconds[second][t] for t in TASKS[:2]] == [seconds[first][t] for t in TASKS[:2]]   # from A's records
+
+
+def _seconds(out: Path) -> dict[str, float]:
+    return {r["sample_id"]: r["seconds"] for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
 
 
 def test_gt_force_evaluates_again_whatever_the_sample_cache_holds(tmp_path: Path, monkeypatch) -> None:

@@ -362,7 +362,7 @@ def test_the_cross_check_keys_the_gt_masks_by_their_bytes_not_their_folder(tmp_p
         shutil.rmtree(out / "native")
         results = native_all(Run(recipe, cfg), inputs, GTCache(gt_root, gt_root.name), collected,
                              dict.fromkeys(MODALITIES, "parsed"), {t.task_id for t in tasks})   # metrics read
-        assert all(f"{m}/native/seg_m_iou" in results[t.task_id] for t in tasks for m in MODALITIES)
+        assert all(f"{m}/native/seg_m_iou" in results[t.task_id].result for t in tasks for m in MODALITIES)
         stored.append(load_records(out / "native"))
         gts.append(gt_root)
     here, there = stored
