@@ -174,18 +174,31 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
                                         runs=tuple(m["runs"]) if m.get("runs") else None, basis=m.get("basis"))
     if not any(m.primary for m in metrics.values()):
         raise ReferenceFileError(path, "no metric is marked primary: true")
-    kept = data["source"].get("inputs")
-    if kept is not None and "samples" in kept and len(kept["samples"]) != kept["n_samples"]:   # edited by hand: a
-        # diff would name no sample of other inputs, or the digest's count would not be the list's
-        listed = counted(len(kept["samples"]), "input hash", "input hashes")
-        raise ReferenceFileError(path, f"source.inputs.samples holds {listed}, its n_samples says "
-                                       f"{kept['n_samples']} (edited by hand?)")
+    problem = _listed_inputs_problem(data["source"].get("inputs"))
+    if problem is not None:
+        raise ReferenceFileError(path, problem)
     if recipe is not None:
         _check_against_declaration(metrics, data, recipe, path)
     return Reference(recipe=data["recipe"], recipe_version=data["recipe_version"],
                      checkpoint=data["checkpoint"], mode=data["mode"], n_samples=data["n_samples"],
                      tier=data["tier"], source=dict(data["source"]), metrics=metrics,
                      note=data.get("note"), path=Path(path) if path is not None else None)
+
+
+def _listed_inputs_problem(kept: Mapping[str, Any] | None) -> str | None:
+    """Why a reference's ``source.inputs`` (``recorded_inputs``) contradicts itself, edited by hand: its list of
+    input hashes holds another number than its ``n_samples`` (a diff would name no sample of other inputs), or is not
+    the list its ``sha256`` was computed from (a diff would name samples by hashes the recorded run never had)."""
+    if kept is None or "samples" not in kept:
+        return None
+    samples = kept["samples"]
+    if len(samples) != kept["n_samples"]:
+        listed = counted(len(samples), "input hash", "input hashes")
+        return f"source.inputs.samples holds {listed}, its n_samples says {kept['n_samples']} (edited by hand?)"
+    if recorded_inputs(samples)["sha256"] != kept["sha256"]:
+        return ("source.inputs.samples is not the list its sha256 was computed from (the digest of its ids and "
+                "input hashes differs; edited by hand?)")
+    return None
 
 
 def _check_against_declaration(metrics: Mapping[str, MetricReference], data: Mapping[str, Any], recipe: Recipe,
