@@ -286,6 +286,33 @@ def test_a_reference_whose_inputs_list_disagrees_with_their_count_is_refused_in_
                                "30 (edited by hand?)")
 
 
+def test_a_reference_of_two_runs_names_its_first_run_in_every_line_of_what_ran_differently(
+        toy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ref80: against a reference of two runs, the lines said 'from the reference's first run: other inputs: ... in
+    the reference's run and this run' and, past 1,000 samples, '(the reference's run: 30 samples, ...)': the run whose
+    options and inputs it kept is its first, named so in each (``recorded_run``), as diff, the view and the report
+    print them."""
+    from pinbench.core import reference
+
+    cards = [dataclasses.replace(card, config={"options": {"flow": flow}})
+             for card, flow in zip(_three()[:2], ("farneback", "raft"), strict=True)]
+    first = {f"s{i:02d}": "0" * 64 for i in range(30)}
+    second = {**first, "s03": "1" * 64}
+    ref = load_reference(record_reference(cards, tmp_path / "two.yaml", recipe=toy, tier="cross_hw",
+                                          inputs=[first, second]), recipe=toy)
+    assert diff(cards[1], ref, inputs=second).ran_differently == [
+        "from the reference's first run: -o flow: reference farneback, this run raft",
+        "from the reference's first run: other inputs: 1 of 30 samples was computed from other inputs in the "
+        "reference's first run and this run (the input hash of its task differs: an input file's content or an "
+        "option): s03"]
+    monkeypatch.setattr(reference, "INPUTS_LISTED", 5)
+    ref = load_reference(record_reference(cards, tmp_path / "many.yaml", recipe=toy, tier="cross_hw",
+                                          inputs=[first, second]), recipe=toy)
+    assert diff(cards[0], ref, inputs=second).ran_differently == [
+        "from the reference's first run: other inputs: the digest of the samples' input hashes differs (the "
+        "reference's first run: 30 samples, this run: 30; the reference keeps no sample's own)"]
+
+
 def _edited(source: dict[str, Any], edit: str) -> None:
     where, _, value = edit.partition("=")
     *parents, last = where.split(".")

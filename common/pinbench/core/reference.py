@@ -436,7 +436,7 @@ def ran_differently(scorecard: Scorecard, ref: Reference, inputs: Mapping[str, s
     from pinbench.core.provenance import config_differences, differences
 
     labels = ("reference", "this run")
-    which = "the reference's first run" if recorded.get("runs") else "the reference's run"
+    which = recorded_run(ref)
     lines = [f"generation: {line}" for line in generation_differences(
         [(labels[0], Generated.of(recorded)), (labels[1], Generated.of(scorecard.provenance))])]
     config = ref.source.get("config")
@@ -445,8 +445,17 @@ def ran_differently(scorecard: Scorecard, ref: Reference, inputs: Mapping[str, s
     lines += differences(recorded, scorecard.provenance, labels)
     kept = ref.source.get("inputs")
     if isinstance(kept, Mapping) and inputs is not None:
-        lines += _inputs_differ(kept, inputs)
+        lines += _inputs_differ(kept, inputs, which)
     return [f"from {which}: {line}" for line in lines]
+
+
+def recorded_run(ref: Reference) -> str:
+    """The run a recorded reference kept the provenance, options and inputs of, as every line of ``ran_differently``
+    names it (diff, the view and the report print those lines): its first where it was recorded from several, whose
+    values it averages but whose options and inputs it did not keep (record-reference flags them where they differ)."""
+    recorded = ref.source.get("provenance")
+    runs = recorded.get("runs") if isinstance(recorded, Mapping) else None
+    return "the reference's first run" if runs else "the reference's run"
 
 
 INPUTS_LISTED = 1000   # a reference keeps each sample's input hash up to this many samples, their digest always
@@ -506,16 +515,16 @@ def other_inputs(a: Mapping[str, str], b: Mapping[str, str], labels: tuple[str, 
             f"an option): {first_names(other, 5)}"]
 
 
-def _inputs_differ(kept: Mapping[str, Any], inputs: Mapping[str, str]) -> list[str]:
-    """``other_inputs`` of the reference's run and this one, or, where the reference kept only the digest of its
-    samples' input hashes, one line when it differs over as many samples (a partial run's digest is of other samples:
-    it tells nothing of their inputs)."""
+def _inputs_differ(kept: Mapping[str, Any], inputs: Mapping[str, str], which: str) -> list[str]:
+    """``other_inputs`` of the reference's run (``which``: ``recorded_run``) and this one, or, where the reference kept
+    only the digest of its samples' input hashes, one line when it differs over as many samples (a partial run's digest
+    is of other samples: it tells nothing of their inputs)."""
     samples = kept.get("samples")
     if isinstance(samples, Mapping):
-        return other_inputs(samples, inputs, ("the reference's run", "this run"))
+        return other_inputs(samples, inputs, (which, "this run"))
     if kept.get("n_samples") != len(inputs) or kept.get("sha256") in (None, recorded_inputs(inputs)["sha256"]):
         return []
-    return [f"other inputs: the digest of the samples' input hashes differs (the reference's run: "
+    return [f"other inputs: the digest of the samples' input hashes differs ({which}: "
             f"{counted(kept.get('n_samples', 0), 'sample')}, this run: {len(inputs)}; the reference keeps no "
             "sample's own)"]
 
