@@ -324,7 +324,8 @@ def _edited(source: dict[str, Any], edit: str) -> None:
 @pytest.mark.parametrize(("edit", "field", "what"), [
     ("config=[checkpoint]", "$.source.config", "must be object"),
     ("config.options=[flow]", "$.source.config.options", "must be object"),
-    ("config.options.flow={a: 1}", "$.source.config.options.flow", "must be string or number or boolean or null or array"),
+    ("config.options.flow={a: 1}", "$.source.config.options.flow",
+     "must be string or number or boolean or null or array"),
     ("config.limit=two", "$.source.config.limit", "must be integer or null"),
     ("config.checkpoint=7", "$.source.config.checkpoint", "must be string"),
     ("config.implementation.code=abc", "$.source.config.implementation.code", "must match pattern"),
