@@ -286,6 +286,95 @@ def test_a_reference_whose_inputs_list_disagrees_with_their_count_is_refused_in_
                                "30 (edited by hand?)")
 
 
+def test_a_reference_of_two_runs_names_its_first_run_in_every_line_of_what_ran_differently(
+        toy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ref80: against a reference of two runs, the lines said 'from the reference's first run: other inputs: ... in
+    the reference's run and this run' and, past 1,000 samples, '(the reference's run: 30 samples, ...)': the run whose
+    options and inputs it kept is its first, named so in each (``recorded_run``), as diff, the view and the report
+    print them."""
+    from pinbench.core import reference
+
+    cards = [dataclasses.replace(card, config={"options": {"flow": flow}})
+             for card, flow in zip(_three()[:2], ("farneback", "raft"), strict=True)]
+    first = {f"s{i:02d}": "0" * 64 for i in range(30)}
+    second = {**first, "s03": "1" * 64}
+    ref = load_reference(record_reference(cards, tmp_path / "two.yaml", recipe=toy, tier="cross_hw",
+                                          inputs=[first, second]), recipe=toy)
+    assert diff(cards[1], ref, inputs=second).ran_differently == [
+        "from the reference's first run: -o flow: reference farneback, this run raft",
+        "from the reference's first run: other inputs: 1 of 30 samples was computed from other inputs in the "
+        "reference's first run and this run (the input hash of its task differs: an input file's content or an "
+        "option): s03"]
+    monkeypatch.setattr(reference, "INPUTS_LISTED", 5)
+    ref = load_reference(record_reference(cards, tmp_path / "many.yaml", recipe=toy, tier="cross_hw",
+                                          inputs=[first, second]), recipe=toy)
+    assert diff(cards[0], ref, inputs=second).ran_differently == [
+        "from the reference's first run: other inputs: the digest of the samples' input hashes differs (the "
+        "reference's first run: 30 samples, this run: 30; the reference keeps no sample's own)"]
+
+
+def _edited(source: dict[str, Any], edit: str) -> None:
+    where, _, value = edit.partition("=")
+    *parents, last = where.split(".")
+    for key in parents:
+        source = source[key]
+    source[last] = yaml.safe_load(value)
+
+
+@pytest.mark.parametrize(("edit", "field", "what"), [
+    ("config=[checkpoint]", "$.source.config", "must be object"),
+    ("config.options=[flow]", "$.source.config.options", "must be object"),
+    ("config.options.flow={a: 1}", "$.source.config.options.flow",
+     "must be string or number or boolean or null or array"),
+    ("config.limit=two", "$.source.config.limit", "must be integer or null"),
+    ("config.checkpoint=7", "$.source.config.checkpoint", "must be string"),
+    ("config.implementation.code=abc", "$.source.config.implementation.code", "must match pattern"),
+    ("config.outdir=/tmp/x", "$.source.config", "must not contain {'outdir'} properties"),
+    ("inputs.samples.s00=ZZ", "$.source.inputs.samples.s00", "must match pattern ^[0-9a-f]{64}$"),
+    ("inputs.samples.s00=7", "$.source.inputs.samples.s00", "must be string"),
+])
+def test_a_reference_whose_options_or_inputs_have_the_wrong_shape_is_refused_in_one_line(
+        toy: Any, tmp_path: Path, edit: str, field: str, what: str) -> None:
+    """ref80: source.config and source.inputs.samples were any object: a hand-edited list of options, a number for a
+    checkpoint or a hash that is not one loaded, and a diff compared them as if they were a run's."""
+    from pinbench.core.reference import ReferenceFileError
+
+    card = dataclasses.replace(run_card(0.8, stamp="2026-01-01T00:00:00Z"), config={
+        "checkpoint": "Toy-Nano", "limit": None, "options": {"flow": "raft", "sizes": [1, 2]},
+        "implementation": {"recipe_version": "1.0.0", "code": "c" * 64, "image": None}})
+    path = record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="cross_hw",
+                            inputs=[{f"s{i:02d}": "0" * 64 for i in range(30)}])
+    load_reference(path, recipe=toy)
+    data = yaml.safe_load(path.read_text())
+    _edited(data["source"], edit)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ReferenceFileError) as info:
+        load_reference(path)
+    assert str(info.value).startswith(f"{path}: schema violation at {field}: {what}")
+    assert "\n" not in str(info.value)
+
+
+def test_a_reference_whose_listed_inputs_are_not_those_of_its_digest_is_refused(toy: Any, tmp_path: Path) -> None:
+    """ref80: a hand-edited input hash in source.inputs.samples loaded, and a diff named the samples of other inputs by
+    hashes the recorded run never had: the list is checked against the digest record-reference computed from it."""
+    from pinbench.core.reference import ReferenceFileError
+
+    card = run_card(0.8, stamp="2026-01-01T00:00:00Z")
+    path = record_reference(card, tmp_path / "r.yaml", recipe=toy, tier="cross_hw",
+                            inputs=[{f"s{i:02d}": "0" * 64 for i in range(30)}])
+    data = yaml.safe_load(path.read_text())
+    data["source"]["inputs"]["samples"]["s03"] = "1" * 64
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ReferenceFileError) as info:
+        load_reference(path)
+    assert str(info.value) == (f"{path}: source.inputs.samples is not the list its sha256 was computed from (the "
+                               "digest of its ids and input hashes differs; edited by hand?)")
+    data["source"]["inputs"]["samples"] = {f"t{i:02d}": "0" * 64 for i in range(30)}   # other ids, same hashes
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ReferenceFileError, match="is not the list its sha256 was computed from"):
+        load_reference(path)
+
+
 def test_a_runs_derived_records_have_no_input_hash_to_read() -> None:
     """refdiff77: the report passes a run's records, its derived ones among them (none has an input hash), to
     ``input_hashes``."""

@@ -1190,6 +1190,36 @@ def test_bearer_in_prose_keeps_the_word_after_it() -> None:
         assert redact(text) == text and not holds_secret(text), text
 
 
+# ref80: auth schemes and the header's name are case-insensitive (RFC 7235, RFC 9110): BeArEr V, ToKeN V and
+# AuThOrIzAtIoN were written whole (holds_secret said no, so the YAML cache kept them). A second credential after the
+# first (a list, a key and a secret, a scheme written twice: its token was shown as the credential's next word)
+MORE_CREDENTIALS = [
+    ("BeArEr abc123def456ghi", "BeArEr ***"), ("Authorization: BeArEr abc123def456", "Authorization: BeArEr ***"),
+    ("AuThOrIzAtIoN: bAsIc dXNlcjpwYXNz", "AuThOrIzAtIoN: bAsIc ***"),
+    ("Authorization: ToKeN ghp1234abcd", "Authorization: ToKeN ***"),
+    ("Authorization: Bearer Bearer token2", "Authorization: Bearer Bearer ***"),
+    ("Authorization: Basic basic dXNlcjpwYXNz", "Authorization: Basic basic ***"),
+    ("Authorization: Bearer token1 token2", "Authorization: Bearer ***"),
+    ("Authorization: Bearer token1, token2", "Authorization: Bearer ***"),
+    ("sending bearer abc123def456 s3cr3tValue9 to api", "sending bearer *** to api"),
+    ("Authorization: Bearer: abc123def456", "Authorization: Bearer: ***"),
+    ("{'Authorization': 'BEARER abc123def456'}", "{'Authorization': 'BEARER ***'}"),
+    ("İ Authorization: BeArEr abc123def456", "İ Authorization: BeArEr ***"),   # 'İ' lowers to two characters
+]
+# after the credential a word of prose stays, the line's meaning with it
+CREDENTIAL_THEN_PROSE = [("Authorization: Bearer abc123def456 expired, retrying in 5s",
+                          "Authorization: Bearer *** expired, retrying in 5s"),
+                         ("bearer abc123def456 was refused (401)", "bearer *** was refused (401)")]
+
+
+@pytest.mark.parametrize(("text", "hidden"), MORE_CREDENTIALS + CREDENTIAL_THEN_PROSE)
+def test_a_credential_in_any_case_or_after_another_is_hidden(text: str, hidden: str) -> None:
+    from pinbench.core.provenance import holds_secret
+
+    assert redact(text) == hidden and holds_secret(text)
+    assert scrub({"headers": text}) == {"headers": hidden}
+
+
 def test_hostile_lines_of_bare_bearers_are_redacted_in_linear_time() -> None:
     """Bearers without a credential, many credentials, one long credential, glued names before ':' (each 100 kB line
     under 0.05 s by hand). Outputs asserted; the subprocess's limit is a backstop far above that, never a measure."""

@@ -1469,11 +1469,14 @@ def test_a_run_says_which_samples_had_other_inputs_than_its_recorded_references_
     import yaml
 
     from pinbench.core.recipe import Recipe
+    from pinbench.core.reference import recorded_inputs
 
     ref = tmp_path / "recorded.yaml"
     _pinbench("record-reference", str(runs["dd"]), "--out", str(ref), "--tier", "cross_hw")
     data = yaml.safe_load(ref.read_text())
-    data["source"]["inputs"]["samples"]["short_8fps"] = "0" * 64   # its run's video was another
+    kept = data["source"]["inputs"]
+    kept["samples"]["short_8fps"] = "0" * 64   # its run's video was another
+    kept["sha256"] = recorded_inputs(kept["samples"])["sha256"]   # as its run recorded them (checked when loaded)
     ref.write_text(yaml.safe_dump(data, sort_keys=False))
     monkeypatch.setattr(Recipe, "reference_of", lambda recipe, card: ref)
     said = View(load_runs([runs["dd"]])).summary()["runs"][0]["ran_differently"]

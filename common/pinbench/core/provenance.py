@@ -111,25 +111,32 @@ _KEYED_SECRET = re.compile(r"(?=[h?&AaSsP])"
                            r"|SHAREDACCESS(?:KEY|SIGNATURE))=)[^;\s\"'\\]+"
                            r"|(Private-Lines:[ \t]*[0-9]+)(?:(?:\r?\n|(?:\\r)?\\n)[A-Za-z0-9+/=]+(?![A-Za-z0-9+/=:-]))+"
                            r"|(Private-MAC:[ \t]*)[0-9a-fA-F]+)")
-_AUTHORIZATION = re.compile(r"((?:[Aa]uthorization|AUTHORIZATION)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
-                           r"(?:(?:[Bb]earer|BEARER|[Bb]asic|BASIC)[ \t]+|(?:[Tt]oken|TOKEN)[ \t]+"
+_CREDENTIAL = r"[A-Za-z0-9._~+/-]+(?:=+[A-Za-z0-9._~+/-]+)*=*"   # a '=' inside: a name=value glued on
+# A word with a credential's shape (six characters or more mixing digits and letters, or twenty or more mixing upper and
+# lower case): a bare Bearer's, and one more after a header's credential, a list's (Bearer abc123, def456) or another
+# word's (Bearer k3y s3cr3t: a key and a secret in one header; Bearer Bearer t0ken, a scheme written twice: the second
+# was hidden as the credential and the token shown). Prose's words hold no digit (Bearer abc123 expired stays 'expired')
+_TOKEN_SHAPED = (r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
+                 r"|(?=[A-Za-z0-9._~+/-]*[A-Z])(?=[A-Za-z0-9._~+/-]*[a-z])(?=[A-Za-z0-9._~+/-]{20}))")
+# Auth schemes and the header's name are read in any case (RFC 7235, RFC 9110: BeArEr V and bearer V are one)
+_AUTHORIZATION = re.compile(r"((?i:authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+                           r"(?:(?:(?i:bearer|basic)[ \t]*:?[ \t]+)+|(?i:token)[ \t]+"
                            r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
                            r"|(?=[A-Za-z0-9._~+/-]{20}))))"
-                           r"[A-Za-z0-9._~+/-]+(?:=+[A-Za-z0-9._~+/-]+)*=*")   # a '=' inside: a name=value glued on
+                           + _CREDENTIAL + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
 # A standalone Bearer (as the header spells it) without the header's name before it: a log line's "sending Bearer V",
 # curl -H 'Bearer V' (secrets74: written whole). Prose has the word too (the bearer of the news): its credential must
 # look like one, six characters or more mixing digits and letters, or twenty or more mixing upper and lower case
-_BEARER = re.compile(_starts("Bb", "A-Za-z0-9") + r"((?:[Bb]earer|BEARER)[ \t]+"
-                     r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
-                     r"|(?=[A-Za-z0-9._~+/-]*[A-Z])(?=[A-Za-z0-9._~+/-]*[a-z])(?=[A-Za-z0-9._~+/-]{20})))"
-                     r"[A-Za-z0-9._~+/-]+(?:=+[A-Za-z0-9._~+/-]+)*=*")
-_BEARER_NEEDLES = ("Bearer", "bearer", "BEARER")
+_BEARER = re.compile(_starts("Bb", "A-Za-z0-9") + r"((?i:bearer)[ \t]+" + _TOKEN_SHAPED + ")" + _CREDENTIAL
+                     + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
+_AUTH_NEEDLES = re.compile(r"(?i:authorization|bearer)")   # where ``_hide_authorization`` looks, in a text whose
+# lowered form is not as long (a character lowering to two)
 _KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|sig=|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS"
                          r"|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
 # private key, a ``_KEYED_SECRET``'s key or an Authorization header's name
 _SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|xapp-|PRIVATE KEY|"
-                        r"uthorization|UTHORIZATION|earer|EARER|"
+                        r"a(?i:uthorization)|A(?i:uthorization)|b(?i:earer)|B(?i:earer)|"
                         + _KEYED_HINT.pattern)
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -397,9 +404,11 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
         text = _hide_private_keys(text)
     if _KEYED_HINT.search(text):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
-    if "uthorization" in text or "UTHORIZATION" in text or any(needle in text for needle in _BEARER_NEEDLES):
-        text = _hide_authorization(text)
     lowered = text.lower()
+    if "authorization" in lowered or "bearer" in lowered:
+        shown = _hide_authorization(text, lowered)
+        if shown != text:
+            text, lowered = shown, shown.lower()
     if "ecret" in lowered:   # 8 us on a 10 kB text, a regex's hint ~60 us
         shown = _AWS_SECRET_AFTER_NAME.sub(rf"\g<1>{REDACTED}", text)
         if shown != text:
@@ -412,7 +421,7 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
     return _hide_url_userinfo(text) if _may_hold_url_userinfo(text) else text
 
 
-def _hide_authorization(text: str) -> str:
+def _hide_authorization(text: str, lowered: str) -> str:
     """``text`` with each ``_AUTHORIZATION`` header's or bare ``_BEARER``'s credential hidden, each sought where its
     name is (a Bearer inside a header is the header's). A credential ends before a header's name glued to it
     (``_GLUED_HEADER``: log lines run together without a line break): 'Authorization: Basic a1b2c3Authorization: Bearer
@@ -420,10 +429,12 @@ def _hide_authorization(text: str) -> str:
     which ``_hide_named_values`` then reads: 'Bearer abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V
     (secrets59); a name=V glued on is in the credential. Such a name before no value ``_hide_named_values`` hides is the
     credential's tail (``_glued_value_hidden``): 'Bearer abc123def456XyzToken: 401' showed 'Token' (secrets68)."""
-    starts = sorted([*((at - 1, _AUTHORIZATION) for needle in ("uthorization", "UTHORIZATION")
-                       for at in _occurrences(text, needle)),
-                     *((at, _BEARER) for needle in _BEARER_NEEDLES for at in _occurrences(text, needle))],
-                    key=lambda start: start[0])
+    if len(lowered) == len(text):
+        starts = sorted([*((at, _AUTHORIZATION) for at in _occurrences(lowered, "authorization")),
+                         *((at, _BEARER) for at in _occurrences(lowered, "bearer"))], key=lambda start: start[0])
+    else:
+        starts = [(m.start(), _AUTHORIZATION if m.group()[0] in "aA" else _BEARER)
+                  for m in _AUTH_NEEDLES.finditer(text)]
     parts, done = [], 0
     for start, pattern in starts:
         match = pattern.match(text, max(start, 0)) if start >= done else None
@@ -466,7 +477,7 @@ _VALUE_WINDOW = 256   # characters after a glued name that decide whether its va
 # digits too (Bearer abcdefA0123...def: 401 showed 'A0123...def') or a credential of one such word (Token Ab0123...:
 # bad) was shown (secrets59). Sought in the credential's last 64 characters: from each of its characters, a
 # credential of 50,000 'A-' took 99 s.
-_GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z]*-)*[A-Z][a-z]+|AUTHORIZATION|authorization)$")
+_GLUED_HEADER = re.compile(r"(?:(?:[A-Z][a-z]*-)*[A-Z][a-z]+|(?i:authorization))$")
 _GLUED_SECRET = re.compile(_SECRET_WORD + "$")
 _HEADER_MOST = 64
 _HEADER_COLON = re.compile(r"[ \t]*:")

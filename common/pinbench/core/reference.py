@@ -174,18 +174,31 @@ def reference_from_dict(data: Any, path: Path | str | None = None, recipe: Recip
                                         runs=tuple(m["runs"]) if m.get("runs") else None, basis=m.get("basis"))
     if not any(m.primary for m in metrics.values()):
         raise ReferenceFileError(path, "no metric is marked primary: true")
-    kept = data["source"].get("inputs")
-    if kept is not None and "samples" in kept and len(kept["samples"]) != kept["n_samples"]:   # edited by hand: a
-        # diff would name no sample of other inputs, or the digest's count would not be the list's
-        listed = counted(len(kept["samples"]), "input hash", "input hashes")
-        raise ReferenceFileError(path, f"source.inputs.samples holds {listed}, its n_samples says "
-                                       f"{kept['n_samples']} (edited by hand?)")
+    problem = _listed_inputs_problem(data["source"].get("inputs"))
+    if problem is not None:
+        raise ReferenceFileError(path, problem)
     if recipe is not None:
         _check_against_declaration(metrics, data, recipe, path)
     return Reference(recipe=data["recipe"], recipe_version=data["recipe_version"],
                      checkpoint=data["checkpoint"], mode=data["mode"], n_samples=data["n_samples"],
                      tier=data["tier"], source=dict(data["source"]), metrics=metrics,
                      note=data.get("note"), path=Path(path) if path is not None else None)
+
+
+def _listed_inputs_problem(kept: Mapping[str, Any] | None) -> str | None:
+    """Why a reference's ``source.inputs`` (``recorded_inputs``) contradicts itself, edited by hand: its list of
+    input hashes holds another number than its ``n_samples`` (a diff would name no sample of other inputs), or is not
+    the list its ``sha256`` was computed from (a diff would name samples by hashes the recorded run never had)."""
+    if kept is None or "samples" not in kept:
+        return None
+    samples = kept["samples"]
+    if len(samples) != kept["n_samples"]:
+        listed = counted(len(samples), "input hash", "input hashes")
+        return f"source.inputs.samples holds {listed}, its n_samples says {kept['n_samples']} (edited by hand?)"
+    if recorded_inputs(samples)["sha256"] != kept["sha256"]:
+        return ("source.inputs.samples is not the list its sha256 was computed from (the digest of its ids and "
+                "input hashes differs; edited by hand?)")
+    return None
 
 
 def _check_against_declaration(metrics: Mapping[str, MetricReference], data: Mapping[str, Any], recipe: Recipe,
@@ -423,7 +436,7 @@ def ran_differently(scorecard: Scorecard, ref: Reference, inputs: Mapping[str, s
     from pinbench.core.provenance import config_differences, differences
 
     labels = ("reference", "this run")
-    which = "the reference's first run" if recorded.get("runs") else "the reference's run"
+    which = recorded_run(ref)
     lines = [f"generation: {line}" for line in generation_differences(
         [(labels[0], Generated.of(recorded)), (labels[1], Generated.of(scorecard.provenance))])]
     config = ref.source.get("config")
@@ -432,8 +445,17 @@ def ran_differently(scorecard: Scorecard, ref: Reference, inputs: Mapping[str, s
     lines += differences(recorded, scorecard.provenance, labels)
     kept = ref.source.get("inputs")
     if isinstance(kept, Mapping) and inputs is not None:
-        lines += _inputs_differ(kept, inputs)
+        lines += _inputs_differ(kept, inputs, which)
     return [f"from {which}: {line}" for line in lines]
+
+
+def recorded_run(ref: Reference) -> str:
+    """The run a recorded reference kept the provenance, options and inputs of, as every line of ``ran_differently``
+    names it (diff, the view and the report print those lines): its first where it was recorded from several, whose
+    values it averages but whose options and inputs it did not keep (record-reference flags them where they differ)."""
+    recorded = ref.source.get("provenance")
+    runs = recorded.get("runs") if isinstance(recorded, Mapping) else None
+    return "the reference's first run" if runs else "the reference's run"
 
 
 INPUTS_LISTED = 1000   # a reference keeps each sample's input hash up to this many samples, their digest always
@@ -493,16 +515,16 @@ def other_inputs(a: Mapping[str, str], b: Mapping[str, str], labels: tuple[str, 
             f"an option): {first_names(other, 5)}"]
 
 
-def _inputs_differ(kept: Mapping[str, Any], inputs: Mapping[str, str]) -> list[str]:
-    """``other_inputs`` of the reference's run and this one, or, where the reference kept only the digest of its
-    samples' input hashes, one line when it differs over as many samples (a partial run's digest is of other samples:
-    it tells nothing of their inputs)."""
+def _inputs_differ(kept: Mapping[str, Any], inputs: Mapping[str, str], which: str) -> list[str]:
+    """``other_inputs`` of the reference's run (``which``: ``recorded_run``) and this one, or, where the reference kept
+    only the digest of its samples' input hashes, one line when it differs over as many samples (a partial run's digest
+    is of other samples: it tells nothing of their inputs)."""
     samples = kept.get("samples")
     if isinstance(samples, Mapping):
-        return other_inputs(samples, inputs, ("the reference's run", "this run"))
+        return other_inputs(samples, inputs, (which, "this run"))
     if kept.get("n_samples") != len(inputs) or kept.get("sha256") in (None, recorded_inputs(inputs)["sha256"]):
         return []
-    return [f"other inputs: the digest of the samples' input hashes differs (the reference's run: "
+    return [f"other inputs: the digest of the samples' input hashes differs ({which}: "
             f"{counted(kept.get('n_samples', 0), 'sample')}, this run: {len(inputs)}; the reference keeps no "
             "sample's own)"]
 
