@@ -71,6 +71,26 @@ def test_each_entry_named_like_an_input_is_a_task_and_a_bad_one_carries_its_prob
         tasks["pipe.mp4"].path(tmp_path)
 
 
+def test_a_name_that_runs_past_its_suffix_fails_by_name_beside_the_videos_taken(tmp_path: Path) -> None:
+    """``x.mp4.`` and ``x.mp4 `` (a dot or space a shell or Windows hides) were skipped without a word while the
+    folder's other videos were scored: each is a sample that fails saying why, under an id of its own (``x.mp4 ``
+    read as ``x`` had made ``x.mp4`` fail too); ``x.MP4`` is an ``.mp4``, and ``x.mp4.bak`` is no video."""
+    for name in ("x.mp4", "x.mp4 ", "y.mp4.", "z.mkv. .", "Upper.MP4", "x.mp4.bak", "notes."):
+        (tmp_path / name).write_bytes(name.encode())
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    assert sorted(tasks) == ["Upper.MP4", "x.mp4", "x.mp4 ", "y.mp4.", "z.mkv. ."]
+    assert (tasks["x.mp4"].sample_id, tasks["x.mp4"].problem) == ("x", None)
+    assert (tasks["Upper.MP4"].sample_id, tasks["Upper.MP4"].problem) == ("Upper", None)
+    assert tasks["x.mp4 "].problem == ("its name ends in ' ' after .mp4, so it is not read as a .mp4 file: "
+                                       "rename it to 'x.mp4'")
+    assert tasks["y.mp4."].problem == ("its name ends in '.' after .mp4, so it is not read as a .mp4 file: "
+                                       "rename it to 'y.mp4'")
+    assert tasks["z.mkv. ."].problem.startswith("its name ends in '. .' after .mkv")
+    for name in ("x.mp4 ", "y.mp4.", "z.mkv. ."):
+        assert tasks[name].sample_id.startswith("bad-name-") and tasks[name].input is None, name
+
+
 def test_two_inputs_whose_ids_differ_only_in_unicode_composition_each_fail_by_name(tmp_path: Path) -> None:
     # 'café' composed (NFC) and decomposed (NFD): two ids that read the same in every table and view
     composed, decomposed = "caf\u00e9.mp4", "cafe\u0301.mp4"

@@ -23,7 +23,7 @@ from pinbench.core.runner import MISSING_ERROR, StepLog, merge_samples, run_samp
 from pinbench.core.shard_manifest import read_manifests, write_manifest
 from pinbench.core.store import encode_line, record_bytes
 from pinbench.ops import slurm
-from pinbench.ops.status import RunStatus, render, run_status
+from pinbench.ops.status import RunStatus, exit_code, render, run_status
 from pinbench.ops.submit import Submission, append_submission, last_submission
 
 TASKS = [LooseTask(f"s{i}", x=i) for i in range(7)]
@@ -142,6 +142,30 @@ def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(t
     assert process() == "started"   # cannot be checked from here
     assert {s.index: s.process for s in run_status(tmp_path, ask_slurm=False).shards} == {
         0: "finished", 1: "finished", 2: "started"}
+
+
+def test_a_shard_still_in_an_earlier_step_is_running_by_its_lock(tmp_path: Path) -> None:
+    """Status judges the newest step's manifests: a shard still generating (its lock held) while another had
+    moved on to scoring showed "not started", as the lock was checked only for shards with a manifest there."""
+    from pinbench.core.rundir import LOCK_DIR, this_process
+
+    run_samples(TASKS, _square, tmp_path / "gen", shard=Shard(0, 2), step="generate", progress=False)
+    with pytest.raises(Boom):   # shard 1 is still generating: a manifest of that step, not finished
+        run_samples(TASKS, _crash_after_first, tmp_path / "gen", shard=Shard(1, 2), step="generate", progress=False)
+    run_samples(TASKS, _square, tmp_path, shard=Shard(0, 2), progress=False)   # shard 0 went on to score
+
+    def processes() -> dict[int, str]:
+        return {s.index: s.process for s in run_status(tmp_path, ask_slurm=False).shards}
+
+    assert processes() == {0: "finished", 1: "not started"}   # no lock: nothing holds it
+    lock = tmp_path / LOCK_DIR / "shard-1-of-2.lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(json.dumps(this_process()))
+    assert processes() == {0: "finished", 1: "running"}
+    assert exit_code(run_status(tmp_path, ask_slurm=False)) == 0   # live: plain status exited 2, as for an ended run
+    lock.write_text(json.dumps({**this_process(), "pid": 2**22 + 1}))
+    assert processes() == {0: "finished", 1: "not started"}   # a lock left by a killed process
+    assert exit_code(run_status(tmp_path, ask_slurm=False)) == 2
 
 
 def test_plain_status_exits_0_while_a_shard_run_by_hand_is_running(tmp_path: Path) -> None:

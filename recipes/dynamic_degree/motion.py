@@ -18,12 +18,10 @@ import numpy as np
 from pinbench.core.files import sha256_fd
 from pinbench.core.inputs import InputTask
 from pinbench.media.video import (
-    VideoError,
     VideoInfo,
-    misnamed,
+    named_video_info,
     opened_video,
     read_video,
-    video_info,
     write_video,
 )
 from pinbench_recipes.dynamic_degree import clips as clipping
@@ -139,9 +137,7 @@ def load_clips(path: Path, source: ClipSource, fd: int | None = None) -> tuple[V
     descriptor of ``path`` (``opened_video``), when given, else from one open of ``path``: the file checked is the
     file decoded."""
     with opened_video(path, fd) as fd:
-        info = video_info(path, fd=fd)
-        if (why := misnamed(info)) is not None:
-            raise VideoError(path, why)
+        info = named_video_info(path, fd=fd)
         clip_list = clipping.split_clips(info.n_frames, info.fps)
         if source.reencode:
             clip_frames, backend = _reencoded_clips(path, fd, info, clip_list, source)

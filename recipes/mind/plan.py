@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pinbench.core.files import counted
-from pinbench.media.video import VideoError, opened_video, video_info
+from pinbench.media.video import VideoError, named_video_info, opened_video
 from pinbench_recipes.mind.layout import (
     ACTION_FRAMES,
     CHUNK_FRAMES,
@@ -170,7 +170,7 @@ def _video_frames(path: Path, problems: list[str]) -> int | None:
     """process.py's frame count of a video, after checking the file decodes as a whole (None: a problem)."""
     try:
         with opened_video(path) as fd:   # one open: both counts are of the file that was checked
-            video_info(path, fd=fd)      # structure first: an empty or cut MP4 named as such, whatever it declares
+            named_video_info(path, fd=fd)   # structure first: an empty or cut MP4, or another container, named .mp4
             frames = container_frames(path, fd)
     except (LayoutError, VideoError) as exc:
         problems.append(str(exc))

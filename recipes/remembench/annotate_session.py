@@ -16,7 +16,7 @@ from typing import Any
 
 from pinbench.core.files import sha256_fd
 from pinbench.core.names import CHECKPOINT_NAME
-from pinbench.media.video import VideoError, VideoInfo, opened_video, video_info
+from pinbench.media.video import VideoError, VideoInfo, named_video_info, opened_video
 from pinbench.ops.localweb import PathRefused, resolve_inside
 from pinbench_recipes.remembench.annotation_store import AnnotationError, AnnotationStore, Rollout
 from pinbench_recipes.remembench.dataset import DatasetError, PaperSettings, T2VRow, iter_jsonl, read_rows
@@ -144,7 +144,7 @@ def open_session(videos: Path, release: Release, paper: PaperSettings, *, decode
                 # the page serves its frames: never a file a link leads to outside the folder (/etc/shadow, $HOME)
                 resolve_inside(videos, video.relative_to(videos).as_posix())
                 with opened_video(video) as fd:  # one open: the file checked is the file hashed
-                    info = video_info(video, fd=fd)
+                    info = named_video_info(video, fd=fd)
                     rollout = Rollout(video.relative_to(videos).as_posix(), sha256_fd(fd), info.n_frames)
             except (PathRefused, VideoError) as exc:
                 problem, info = f"unusable video: {exc}", None

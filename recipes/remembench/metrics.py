@@ -27,7 +27,7 @@ from pinbench.media.lpips import lpips_distance
 from pinbench.media.precision import tf32
 from pinbench.media.ssim_numba import ConsecutiveSSIM, consecutive_ssim
 from pinbench.media.ssim_torch import consecutive_ssim_torch
-from pinbench.media.video import iter_frames, opened_video, read_ahead, video_info
+from pinbench.media.video import iter_frames, named_video_info, opened_video, read_ahead
 from pinbench_recipes.remembench.clip_model import ClipEmbedder
 
 DATA_RANGE = 255.0
@@ -67,7 +67,7 @@ def decode_with_tempssim(path: Path, backend: str, device: str = "cpu",
     frames: np.ndarray | None = None
     stream: ConsecutiveSSIM | None = None
     with opened_video(path) as fd:   # one open: the file checked is the file decoded
-        n = video_info(path, fd=fd).n_frames   # the stream stops there, or raises VideoError (truncated)
+        n = named_video_info(path, fd=fd).n_frames   # the stream stops there, or raises VideoError (truncated)
         try:
             for index, frame in enumerate(read_ahead(iter_frames(path, backend=backend, fd=fd))):
                 if frames is None:

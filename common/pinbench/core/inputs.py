@@ -63,8 +63,9 @@ class InputFile:
     """One entry under the inputs folder whose name ends in one of the suffixes looked for.
 
     ``problem`` says why it cannot be scored (a dangling symlink, a symlink loop, a directory or other
-    non-file, a vanished file) and ``kind`` what it is then (one of ``ENTRY_KINDS``: the doctor counts each kind
-    apart); such an entry is still a sample and fails by name, never dropped.
+    non-file, a vanished file, a name that runs past its suffix: ``x.mp4.`` or ``x.mp4 ``) and ``kind`` what it is
+    then (one of ``ENTRY_KINDS``: the doctor counts each kind apart); such an entry is still a sample and fails by
+    name, never dropped.
     """
 
     relative: str  # the path under the folder, "/"-separated (may hold any byte the name held)
@@ -118,12 +119,26 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
         for name in (*dirs, *files):
             path = Path(folder) / name
             linked_folder = name in dirs and path.is_symlink()   # not walked: its inputs would go unseen
-            if name.startswith(".") or (Path(name).suffix.lower() not in suffixes and not linked_folder):
+            if name.startswith("."):
                 continue
-            found.append(InputFile(path.relative_to(root).as_posix(), path, *entry_problem(path)))
+            if Path(name).suffix.lower() in suffixes or linked_folder:
+                found.append(InputFile(path.relative_to(root).as_posix(), path, *entry_problem(path)))
+            elif (past := _past_suffix(name, suffixes)) is not None:   # skipped, it went unseen beside the rest
+                found.append(InputFile(path.relative_to(root).as_posix(), path, past, "bad name"))
     if not found:
         raise RecipeError(f"{root}: no {what} found (looked for {', '.join(suffixes)})")
     return sorted(found, key=lambda v: v.relative)
+
+
+def _past_suffix(name: str, suffixes: Sequence[str]) -> str | None:
+    """Why a name that ends in dots or spaces after an input's suffix (``x.mp4.``, ``x.mp4 ``: a typo a shell or
+    Windows hides) is no input of the run, or None for any other name."""
+    stripped = name.rstrip(". ")
+    suffix = Path(stripped).suffix
+    if stripped == name or suffix.lower() not in suffixes:
+        return None
+    return (f"its name ends in {name[len(stripped):]!r} after {suffix}, so it is not read as a {suffix} file: "
+            f"rename it to {stripped!r}")
 
 
 def entry_problem(path: Path) -> tuple[str, str] | tuple[None, None]:
@@ -160,22 +175,24 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
     than the runner allows, holds a control character or a backslash, or that two inputs share
     (``x.mp4`` beside ``x.mkv``, or ``café.mp4`` composed beside ``café.mp4`` decomposed: two ids that read the
     same in every table). Such an input fails alone with the reason, under the id
-    ``bad-name-<hash of its relative path>``; the rest of the run is not affected.
+    ``bad-name-<hash of its relative path>``; the rest of the run is not affected. So does an entry listed as a
+    bad name (``x.mp4 ``, whose id would be ``x``, as for ``x.mp4``), its entry's problem saying why.
     """
-    natural = [sample_id(root, v.path) for v in inputs]
+    natural = [None if v.kind == "bad name" else sample_id(root, v.path) for v in inputs]
     owners: dict[str, list[tuple[str, str]]] = {}   # NFC id -> (id, shown name) of each input that reads as it
     for sid, entry in zip(natural, inputs, strict=True):
-        owners.setdefault(unicodedata.normalize("NFC", sid), []).append((sid, entry.shown))
-    taken = set(natural)
-    out = []
+        if sid is not None:
+            owners.setdefault(unicodedata.normalize("NFC", sid), []).append((sid, entry.shown))
+    taken = {sid for sid in natural if sid is not None}
+    out: list[tuple[str, str | None]] = []
     for sid, entry in zip(natural, inputs, strict=True):
-        problem = sample_id_problem(sid)
-        shared = owners[unicodedata.normalize("NFC", sid)]
+        problem = None if sid is None else sample_id_problem(sid)
+        shared = [] if sid is None else owners[unicodedata.normalize("NFC", sid)]
         if problem is None and len(shared) > 1:
             others = ", ".join(repr(shown) for _, shown in shared if shown != entry.shown)
             composed = " (composed otherwise in Unicode, NFC/NFD)" if any(o != sid for o, _ in shared) else ""
             problem = f"is {sid!r}, as for {others}{composed}: rename one so each input has its own id"
-        if problem is None:
+        if sid is not None and problem is None:
             out.append((sid, None))
             continue
         digest = hashlib.sha256(os.fsencode(entry.relative)).hexdigest()
@@ -184,7 +201,7 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
             width += 8
         fallback = f"bad-name-{digest[:width]}"
         taken.add(fallback)
-        out.append((fallback, f"bad file name: its sample id {problem}"))
+        out.append((fallback, None if problem is None else f"bad file name: its sample id {problem}"))
     return out
 
 

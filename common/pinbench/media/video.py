@@ -563,6 +563,15 @@ def misnamed(info: VideoInfo) -> str | None:
             "rename it to its format's extension")
 
 
+def named_video_info(path: str | os.PathLike[str], *, fd: int | None = None) -> VideoInfo:
+    """``video_info`` of an input its recipe reads as the container its extension names; VideoError (``misnamed``)
+    when it is another: every reader of such inputs refuses it alike, in one line naming the file."""
+    info = video_info(path, fd=fd)
+    if (why := misnamed(info)) is not None:
+        raise VideoError(info.path, why)
+    return info
+
+
 # FFmpeg demuxers of animated pictures, which read one as a video: what a page calls it
 _ANIMATIONS = {"gif": "a GIF", "apng": "an APNG"}
 

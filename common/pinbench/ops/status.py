@@ -76,7 +76,7 @@ class ShardStatus:
         """What its process is doing: a shard killed by hand (no Slurm to say so) showed as "started" for ever."""
         if self.finished:
             return "finished"
-        if not self.started:   # no manifest yet: a live lock is a run still importing or preparing its data
+        if not self.started:   # no manifest of this step: a live lock is a run preparing it or in an earlier step
             return "running" if self.running else self._without_manifest()
         return "started" if self.running is None else "running" if self.running else "stopped"
 
@@ -157,8 +157,8 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
     scorecard = _scorecard(out_dir)
     stand_ins = functools.cache(lambda: _stand_ins(out_dir, scorecard))   # read only when a sample is not done
     shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count, stand_ins)
-    for shard in shards:   # a plain run (shard 0 of 1) holds its lock before its first manifest too
-        if not shard.finished and (shard.started or shard.count == 1):
+    for shard in shards:   # a plain run holds its lock before its first manifest, a shard still in an earlier step too
+        if not shard.finished:
             shard.running = _shard_alive(out_dir, shard)
     jobs, note = ({}, "" if ask_slurm or submission is None else "Slurm not asked (--no-slurm)")
     if ask_slurm and submission is not None:

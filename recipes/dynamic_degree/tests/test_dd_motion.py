@@ -161,13 +161,14 @@ def test_bad_videos_do_not_stop_the_others(tmp_path: Path, texture_video: Callab
 
 @pytest.mark.parametrize("reencode", [False, True])
 def test_the_video_scored_is_the_one_checked(texture_video: Callable[..., Path], monkeypatch, reencode: bool) -> None:
-    """The video was checked (video_info), then decoded and hashed again by its path: a FIFO put there in between was
-    what was decoded (a refusal of a video that was fine) and hashed (a hang). Both read the descriptor checked."""
+    """The video was checked (named_video_info), then decoded and hashed again by its path: a FIFO put there in
+    between was what was decoded (a refusal of a video that was fine) and hashed (a hang). Both read the descriptor
+    checked."""
     from pinbench_recipes.dynamic_degree import motion
 
     path = texture_video("swapped", fps=8.0, n_frames=20, velocity=(3, 0))
     source = ClipSource(reencode=reencode, crf=23)
     want = score_video(path, PREVIEW, source)
-    monkeypatch.setattr(motion, "video_info", check_then_swap(motion.video_info, path))
+    monkeypatch.setattr(motion, "named_video_info", check_then_swap(motion.named_video_info, path))
     got = within(10, path, lambda: score_video(path, PREVIEW, source))
     assert (got[PREVIEW_METRIC], got["clips"]) == (want[PREVIEW_METRIC], want["clips"])

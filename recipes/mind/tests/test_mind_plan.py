@@ -236,18 +236,36 @@ def test_missing_gt_test_directory(layout: Layout) -> None:
     only_problem(check(layout), layout.gt_root / "3rd_data" / "test" / "action_space_test", "missing")
 
 
-def test_container_without_frame_count(layout: Layout) -> None:
-    """A Matroska file declares no frame count: process.py would read 0 frames."""
-    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
-    video.unlink()
-    with av.open(str(video), mode="w", format="matroska") as container:
+def _mux(video: Path, container_format: str, options: dict[str, str] | None = None, n_frames: int = 112) -> None:
+    """``n_frames`` of 64x36 at 24 fps in ``container_format``, written at ``video`` whatever its name says."""
+    video.unlink(missing_ok=True)
+    with av.open(str(video), mode="w", format=container_format, options=options or {}) as container:
         stream = container.add_stream("mpeg4", rate=24)
         stream.width, stream.height, stream.pix_fmt = 64, 36, "yuv420p"
-        for i in range(112):
+        for i in range(n_frames):
             frame = av.VideoFrame.from_ndarray(np.full((36, 64, 3), i, np.uint8), format="rgb24")
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
+
+
+def test_container_without_frame_count(layout: Layout) -> None:
+    """A fragmented MP4 declares no frame count: process.py would read 0 frames."""
+    video = layout.generated("1st_data", "mem_test", "data-1") / "video.mp4"
+    _mux(video, "mp4", {"movflags": "frag_keyframe+empty_moov"})
     only_problem(check(layout), video, "no frame count")
+
+
+@pytest.mark.parametrize("where", ["gt", "generated"])
+@pytest.mark.parametrize("container_format", ["matroska", "avi"])
+def test_a_container_its_name_does_not_name_is_refused(layout: Layout, where: str, container_format: str) -> None:
+    """A Matroska or AVI file named ``video.mp4`` is refused in one line naming the file and the container found
+    (``named_video_info``): an AVI declares its frame count, so it passed, and process.py's reader of the container
+    was given another than its name says; a GT video refused here is never asked of a generator."""
+    folder = layout.gt if where == "gt" else layout.generated
+    video = folder("1st_data", "mem_test", "data-1") / "video.mp4"
+    _mux(video, container_format, n_frames=122 if where == "gt" else 112)
+    found = "matroska,webm" if container_format == "matroska" else "avi"
+    only_problem(check(layout), video, f"{found} container under the extension .mp4 (which names mp4): rename it")
 
 
 def test_control_character_in_a_name(layout: Layout) -> None:

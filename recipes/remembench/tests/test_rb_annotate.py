@@ -338,6 +338,22 @@ def test_a_short_or_broken_rollout_is_flagged(built_fixture, tmp_path: Path) -> 
     assert second.rollout is None and second.problem.startswith("unusable video:")
 
 
+def test_a_rollout_in_a_container_its_name_does_not_name_is_flagged(built_fixture, tmp_path: Path) -> None:
+    """A Matroska file named ``t2v-001.mp4`` was offered for annotation, then its scoring refused it: the page says
+    it is unusable, in the words scoring says (``named_video_info``), and the other scenes are offered."""
+    from pinbench.media.video import write_video
+
+    root = fixture_copy(built_fixture.root, tmp_path / "fx")
+    rollout = root / "rollouts/t2v-001.mp4"
+    made = write_video(tmp_path / "t2v-001.mkv", read_video(rollout, backend="pyav").frames, 24)
+    made.replace(rollout)
+    first, second, third = _session(root).scenes
+    assert second.rollout is None and second.problem == (
+        f"unusable video: {rollout}: a matroska,webm container under the extension .mp4 (which names mp4): rename "
+        "it to its format's extension")
+    assert first.rollout is not None and third.rollout is not None
+
+
 def test_paper_backbone_prefills_the_shared_departure_labelled_and_editable(built_fixture, tmp_path: Path) -> None:
     root = fixture_copy(built_fixture.root, tmp_path / "fx")
     pairs = [published_pair("t2v-000", m, b, 40, 300 + b) for m in ("Base", "MoC", "MosaiChunk") for b in (1, 2)]

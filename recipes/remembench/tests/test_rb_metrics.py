@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import cv2
 import numpy as np
 import pytest
@@ -149,7 +151,6 @@ def _avx512() -> bool:
 def test_drift_is_the_same_whichever_blas_kernel_the_cpu_gets() -> None:
     """OpenBLAS picks its kernel by CPU; with numpy's BLAS norm, Haswell and SkylakeX rounded seed 13's drift apart
     (as a host with OPENBLAS_CORETYPE=Haswell and an image without it did). Exactly rounded sums agree."""
-    import os
     import subprocess
     import sys
 
@@ -177,13 +178,27 @@ def test_decoding_with_tempssim_gives_the_frames_and_the_value_of_decode_then_sc
     assert metrics.decode_with_tempssim(path, "opencv", device="meta")[1] is None
 
 
+def test_a_rollout_in_a_container_its_name_does_not_name_is_refused(tmp_path):
+    """A Matroska file named ``.mp4`` under -o videos was scored, where the same bytes from a generator were refused
+    (``check_rollout``): it fails in one line naming the file and the container found."""
+    from pinbench.media.video import VideoError, write_video
+
+    made = write_video(tmp_path / "rollout.mkv", moving_frames(5), 8, crf=0)
+    named = tmp_path / "rollout.mp4"
+    os.link(made, named)
+    with pytest.raises(VideoError) as refused:
+        metrics.decode_with_tempssim(named, "opencv")
+    assert str(refused.value) == (f"{named}: a matroska,webm container under the extension .mp4 (which names mp4): "
+                                  "rename it to its format's extension")
+
+
 def test_decoding_with_tempssim_decodes_the_file_it_checked(tmp_path, monkeypatch):
-    """It checked the rollout (video_info) and then decoded it again by its path: a FIFO put there in between was
+    """It checked the rollout (named_video_info) and then decoded it again by its path: a FIFO put there in between was
     what it decoded. It decodes the descriptor it checked."""
     from pinbench.media.video import read_video, write_video
 
     path = write_video(tmp_path / "rollout.mp4", moving_frames(11), 8, crf=0)
     want = read_video(path, backend="opencv").frames
-    monkeypatch.setattr(metrics, "video_info", check_then_swap(metrics.video_info, path))
+    monkeypatch.setattr(metrics, "named_video_info", check_then_swap(metrics.named_video_info, path))
     frames, _ = within(10, path, lambda: metrics.decode_with_tempssim(path, "opencv"))
     assert np.array_equal(frames, want)
