@@ -1419,6 +1419,35 @@ def test_a_wrapped_program_and_a_script_the_kernel_will_not_run_are_refused_befo
         check_program(argv)
 
 
+def test_an_interpreter_s_missing_script_is_refused_before_anything_runs(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python /tmp/nope.py {out}`` and ``bash ./typo.sh {out}`` passed the check (the program, python or bash, is on
+    PATH): every sample then failed with "can't open file". The script is the interpreter's first operand, after
+    its options; code (``-c``), a module (``-m``), stdin and a placeholder are not files to look for."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import check_program
+
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    for command, said in (
+            ("python /tmp/gen-nope.py", "python's script '/tmp/gen-nope.py' does not exist"),
+            ("bash ./typo.sh", f"bash's script './typo.sh' does not exist (in {tmp_path}, where the command runs)"),
+            ("timeout 1h python3 -u -W ignore -X dev typo.py", f"python3's script 'typo.py' does not exist (in "
+                                                               f"{tmp_path}, where the command runs)"),
+            ("sh -e -o pipefail -- typo.sh", f"sh's script 'typo.sh' does not exist (in {tmp_path}, where the command "
+                                             "runs)")):
+        with pytest.raises(RecipeError) as caught:
+            _run(runs / "run", f"command:{command} {{request}} {{out}}")
+        assert str(caught.value) == f"--generator command: {said}; give the path of the script"
+    assert not runs.exists()
+    (tmp_path / "gen.py").write_text("")
+    for argv in (["python", "gen.py"], ["python", "-m", "gen"], ["python", "-c", "print(1)", "{out}"],
+                 ["python", "-uc", "print(1)"], ["bash", "-c", "x", "sh", "{out}"], ["bash", "-s", "{out}"],
+                 ["python", "-", "{out}"], ["python", "{out}"], ["python", "-Wignore", "gen.py"],
+                 ["env", "-C", "/", "python", "gen-nope.py"]):
+        check_program(argv)
+
+
 def test_a_script_whose_env_shebang_names_a_program_not_on_path_is_refused(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``#!/usr/bin/env python3`` run where no python3 is on PATH failed every sample after the run began; an env

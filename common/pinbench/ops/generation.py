@@ -343,6 +343,50 @@ def check_program(argv: Sequence[str]) -> None:
                else "does not exist; give the path of a program" if not os.path.exists(program)
                else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
         raise RecipeError(f"--generator command: program {program!r} {why}")
+    at = _wrapped(argv)[0] if wrapped else 0   # where the program is, when it is found as the first word is
+    script = _interpreted(argv, at)
+    if script is not None and not _BRACED.search(script) and not os.path.exists(script):
+        where = "" if os.path.isabs(script) else f" (in {os.getcwd()}, where the command runs)"
+        raise RecipeError(f"--generator command: {os.path.basename(argv[at])}'s script {script!r} does not "
+                          f"exist{where}; give the path of the script")
+
+
+PYTHON = re.compile(r"python[\d.]*")   # python, python3, python3.11: an interpreter whose first operand is a script
+PYTHON_VALUED = frozenset("WX")   # its options whose value is the rest of the word or the next one (-W ignore, -X dev)
+
+
+def _interpreted(argv: Sequence[str], at: int) -> str | None:
+    """The script file the interpreter ``argv[at]`` (a Python or a shell, ``SHELLS``) runs: its first operand after
+    its options (``python -u gen.py``, ``bash -e ./gen.sh``); None for another program, or one that runs no file
+    (``-c`` code, ``-m`` a module, ``-s`` or ``-`` stdin). A misspelt one failed every sample, after the run began."""
+    if at >= len(argv):
+        return None
+    name = os.path.basename(argv[at])
+    python = PYTHON.fullmatch(name) is not None
+    if not python and name not in SHELLS:
+        return None
+    ends, valued = ("cm", PYTHON_VALUED) if python else ("cs", frozenset("oO"))
+    words = iter(argv[at + 1:])
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if word == "-":
+            return None
+        if word.startswith("--") or not python and word in SHELL_VALUED:
+            if word in SHELL_VALUED or word == "--check-hash-based-pycs":
+                next(words, None)
+            continue
+        if word[:1] == "-" or not python and word[:1] == "+" and len(word) > 1:
+            for number, letter in enumerate(word[1:], 2):
+                if letter in ends:
+                    return None
+                if letter in valued:   # its value: the rest of this word, else the next word
+                    if number == len(word):
+                        next(words, None)
+                    break
+            continue
+        return word
+    return None
 
 
 def _wrapped_program(argv: Sequence[str]) -> str | None:
