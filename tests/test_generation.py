@@ -3831,6 +3831,36 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
 
 
+def test_a_generator_that_changes_folder_under_a_relative_out_writes_where_the_run_looks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a relative ``--out``, ``out``, ``{out}``, ``{request}`` and the request's ``root`` were relative: a
+    generator that changed folder (its model's folder) wrote its rollout there and read no request, and every
+    sample said "wrote nothing to the path it was given". They are absolute; a sample with nothing written names
+    the absolute path the run looked at."""
+    elsewhere, work = tmp_path / "elsewhere", tmp_path / "work"
+    elsewhere.mkdir()
+    work.mkdir()
+    (tmp_path / "moving.py").write_text(
+        "import os\nfrom render_generator import Render\n\n\nclass Moving(Render):\n"
+        "    def generate(self, request, out):\n"
+        f"        os.chdir({str(elsewhere)!r})\n"
+        "        assert request.path('context').is_file()\n"
+        "        super().generate(request, out)\n\n\ndef make():\n    return Moving()\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    monkeypatch.chdir(work)
+    moved = (f"command:sh -c 'cd {elsewhere} && exec {sys.executable} {HELPERS / 'render_generator.py'} "
+             "--request \"$1\" --out \"$2\"' sh {request} {out}")
+    for name, generator in (("python", "python:moving:make"), ("command", moved)):
+        outcome = _run(Path(name), generator)
+        assert outcome.exit_code == 0, (name, outcome.message, load_records(work / name / "generation"))
+        assert len(list((work / name / "rollouts").rglob("*.mp4"))) == 4
+    assert list(elsewhere.rglob("*")) == []
+    outcome = _run(Path("nothing"), "command:sh -c 'cd /' sh {out}")
+    error = load_records(work / "nothing" / "generation")["edge.task_0000"].error
+    assert error == ("no rollout: edge/task_0000.mp4: the generator wrote nothing to the path it was given "
+                     f"({work}/nothing/rollouts/edge/.task_0000.partial.mp4)"), error
+
+
 def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A command that added its own suffix to ``{out}`` (``out + '.mp4'``, as many a tool's ``--output`` does):

@@ -759,7 +759,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
     what went wrong."""
     files.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="request-", dir=files) as folder:
-        request_file = Path(folder) / "request.json"
+        request_file = Path(folder).absolute() / "request.json"   # a command that changes folder finds it too
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [_filled(arg, {"request": str(request_file), "out": str(out)}) for arg in argv]
         with open(log, "a", encoding="utf-8") as said:   # never through the sink: its last line is the failure's
@@ -1270,7 +1270,8 @@ class Generating:
                 for line in unasked_lines(folder_dir, requests, run.cfg.limit):
                     print(f"generate: {line}", file=sys.stderr, flush=True)
                 sources = folder_sources(folder_dir, requests, digests)
-        requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
+        # the files they name were staged there; absolute, as out is (``_keep``)
+        requests = [replace(r, root=store.absolute()) for r in requests]
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
         with self._maker(default, store, env, run.shard) as maker:
@@ -1294,7 +1295,7 @@ class Generating:
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept, cache=False).mine
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
-                pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]
+                pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id]).absolute()) for t in pending]
                 before = {request.id: _Before.of(request, rollouts) for request, _ in pairs}
                 for _, partial in pairs:   # what a killed run left there is not what this batch makes
                     if blocking_parent(partial) is None:
@@ -1499,8 +1500,8 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         if make is not None:
             _clear(partial)
             before = _Before.of(request, rollouts)
-            try:
-                make(request, partial)
+            try:   # absolute: under a relative --out, a generator that changed folder wrote where no one looked
+                make(request, partial.absolute())
             except GeneratorError as exc:   # a changed input is the likelier cause, and names its file
                 _untouched(request, before.inputs, exc)
                 raise
@@ -1513,7 +1514,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
             _untouched(request, before.inputs)
         if not os.path.lexists(partial):
             raise GeneratorError(f"{NO_ROLLOUT}{request.output}: the generator wrote nothing to the path it was "
-                                 f"given{_suffixed(partial)}")
+                                 f"given{_suffixed(partial) or f' ({partial.absolute()})'}")
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
