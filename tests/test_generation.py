@@ -1361,6 +1361,25 @@ def test_a_command_generator_that_names_no_out_is_refused_before_the_run(tmp_pat
         assert command_argv(f"command:{told}")
 
 
+def test_escaped_braces_around_a_placeholder_fill_it_and_a_placeholder_program_is_refused(tmp_path: Path) -> None:
+    """``{{{out}}}`` (a literal brace pair around the path, as Python's format reads it) was a literal ``{out}`` and
+    a ``}``: refused as naming no ``{out}``. It is the path in braces; ``{{out}}`` stays a literal ``{out}``.
+    ``command:{out}`` (the program a placeholder) ran the rollout's path for every sample: refused in one line."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import GeneratorSpec, _run_command
+
+    spec = GeneratorSpec("command:sh -c 'o=${2#?}; cp \"$1\" \"${o%?}\"' sh {request} {{{out}}} {{out}}")
+    out = tmp_path / "it's.mp4"
+    _run_command(spec.command, _request(), out, 60, tmp_path / "log", tmp_path)
+    assert json.loads(out.read_text())["id"] == "t2v-000"
+    for command, name in (("{out}", "out"), ("timeout 1h {request} {out}", "request"), ("{{{out}}}", "out")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{command}")
+        assert str(caught.value) == (f"--generator command:{command}: its program is {{{name}}}, a path the run fills "
+                                     "in, not a program: give command:PROGRAM ARGS... with {out} among the arguments")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
     'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.

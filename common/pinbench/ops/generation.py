@@ -181,6 +181,11 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"{flag}: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
+    at = _wrapped(argv)[0]   # the program, after the wrappers before it
+    program = [m["name"] for m in _BRACED.finditer(argv[at] if at < len(argv) else "") if m["name"] in PLACEHOLDERS]
+    if program:   # (command:{out} ran the rollout's path, which is not there yet, for every sample)
+        raise RecipeError(f"{flag}: its program is {{{program[0]}}}, a path the run fills in, not a program: give "
+                          "command:PROGRAM ARGS... with {out} among the arguments")
     split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
     if split:
         raise RecipeError(f"{flag}: {{{split[0]}}} inside env's -S (--split-string) string is split "
@@ -718,9 +723,12 @@ def source_sha256(target: str, generator: object) -> dict[str, str]:
 
 
 PLACEHOLDERS = ("request", "out")   # what a command's argv names in braces: the request's file, the rollout's path
-# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; ${NAME} of a name that is no placeholder, a
-# shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON, ``{{.Id}}``) are not looked at
-_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}|(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}")
+# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; {{{NAME}}} the placeholder in a literal brace
+# pair, as Python's format reads it (it was a literal {NAME} and a "}": the path never filled in); ${NAME} of a name
+# that is no placeholder, a shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON,
+# ``{{.Id}}``) are not looked at
+_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}"
+                     r"|(?P<wrap>\{\{(?=\{[A-Za-z_][\w-]*\}\}\}))?(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}(?(wrap)\}\})")
 
 
 def _filled(arg: str, values: Mapping[str, str]) -> str:
@@ -729,7 +737,7 @@ def _filled(arg: str, values: Mapping[str, str]) -> str:
         if match["literal"]:
             return "{" + match["literal"] + "}"
         if match["name"] in values and not match["dollar"]:
-            return values[match["name"]]
+            return "{" + values[match["name"]] + "}" if match["wrap"] else values[match["name"]]
         return match[0]   # ${NAME}: the shell's
     return _BRACED.sub(one, arg)
 
