@@ -97,7 +97,7 @@ def test_a_rollout_of_a_long_file_name_is_made_and_kept(tmp_path: Path) -> None:
     from pinbench.ops.generators import Static
 
     request = _request(output="\u00e9" * 125 + ".mp4", frames=3, prompts=(Prompt("p"),), conditioning=())
-    result = _keep(request, tmp_path, Static().signature(), Static().generate)
+    result = _keep(request, tmp_path, Static().signature(), Static().generate, tmp_path / "store")
     assert result["output"] == request.output and [p.name for p in tmp_path.iterdir()] == [request.output]
 
 
@@ -1215,10 +1215,11 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: a folder \(holding inner, video.mp4\), "
                        r"not a video file: write the rollout to that path itself, not into a folder there$"):
         _keep(request, tmp_path, signature, lambda _request, out: [(out / "inner").mkdir(parents=True),
-                                                                   (out / "video.mp4").write_bytes(b"")])
+                                                                   (out / "video.mp4").write_bytes(b"")],
+              tmp_path / "store")
     assert not _partial(tmp_path, request).exists()
     _partial(tmp_path, request).mkdir()   # a folder left by a run killed there
-    kept = _keep(request, tmp_path, signature, Static().generate)
+    kept = _keep(request, tmp_path, signature, Static().generate, tmp_path / "store")
     assert kept["output"] == "sub/t2v-000.mp4" and (tmp_path / "sub" / "t2v-000.mp4").is_file()
 
 
@@ -1251,7 +1252,7 @@ def test_a_file_where_a_rollouts_folder_goes_fails_that_sample_in_one_line(tmp_p
     request = _request(output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(Prompt("grey"),))
     with pytest.raises(RolloutBlocked, match=f"^{tmp_path / 'sub'}: a regular file where the folder of "
                                              "sub/t2v-000.mp4 goes$"):
-        _keep(request, tmp_path, Signature("test", "none"), Static().generate)
+        _keep(request, tmp_path, Signature("test", "none"), Static().generate, tmp_path / "store")
 
 
 def test_a_rollout_a_generator_left_as_a_hard_link_to_a_file_of_its_own_is_kept_as_a_copy(tmp_path: Path) -> None:
@@ -1272,7 +1273,7 @@ def test_a_rollout_a_generator_left_as_a_hard_link_to_a_file_of_its_own_is_kept_
         Static().generate(asked, mine)
         os.link(mine, out)
 
-    kept = _keep(request, tmp_path / "rollouts", Signature("test", "none"), make)
+    kept = _keep(request, tmp_path / "rollouts", Signature("test", "none"), make, tmp_path / "generation")
     rollout = tmp_path / "rollouts" / "sub" / "t2v-000.mp4"
     assert stat.S_IMODE(mine.stat().st_mode) & stat.S_IWUSR, oct(mine.stat().st_mode)
     assert mine.stat().st_nlink == 1 and rollout.stat().st_ino != mine.stat().st_ino
@@ -1292,9 +1293,11 @@ def test_a_symlink_a_generator_left_at_its_out_is_named_with_its_own_target_in_o
     request = _request(output="sub/t2v-000.mp4", conditioning=())
     linked = f"{_partial(tmp_path, request)}{suffix}"
     with pytest.raises(ValueError) as raised:
-        _keep(request, tmp_path, Signature("test", "none"), lambda _request, out: os.symlink(linked, out))
+        _keep(request, tmp_path, Signature("test", "none"), lambda _request, out: os.symlink(linked, out),
+              tmp_path / "store")
+    rejected = tmp_path / "store" / "rejected" / "sub" / "t2v-000.mp4"
     assert str(raised.value) == (f"invalid rollout: sub/t2v-000.mp4: a symlink (to {linked!r}), "
-                                 "not a file the generator wrote")
+                                 f"not a file the generator wrote (kept to look at: {rejected})")
     assert not _partial(tmp_path, request).is_symlink() and not (tmp_path / "sub" / "t2v-000.mp4").exists()
 
 
@@ -3880,6 +3883,26 @@ def test_a_generator_that_changes_folder_under_a_relative_out_writes_where_the_r
                      f"({work}/nothing/rollouts/edge/.task_0000.partial.mp4)"), error
 
 
+def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_nor_reused(tmp_path: Path) -> None:
+    """A rollout of the wrong frame count was deleted with its sample's failure: nothing was left to open and see
+    what went wrong. It is moved to generation/rejected/ under its output's name, which the reason names; it is not
+    a rollout (the sample fails, a rerun makes it again), and one made right later removes it."""
+    from pinbench.media.video import video_info
+
+    out = tmp_path / "run"
+    rejected = out / "generation" / "rejected" / "edge" / "task_0000.mp4"
+    for _ in range(2):   # the rerun generates it again: a rejected rollout is never reused
+        outcome = _run(out, RENDER, mode="frames")
+        assert outcome.exit_code == 2
+        error = load_records(out / "generation")["edge.task_0000"].error
+        assert error == (f"invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9 (kept to look at: "
+                         f"{rejected})"), error
+        assert rejected.is_file() and not list((out / "rollouts").rglob("*.mp4"))
+        assert video_info(rejected).n_frames == 10
+    assert _run(out, RENDER).exit_code == 0
+    assert not rejected.exists() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
+
+
 def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A command that added its own suffix to ``{out}`` (``out + '.mp4'``, as many a tool's ``--output`` does):
@@ -4316,7 +4339,7 @@ def test_a_generator_that_wrote_nothing_and_only_chmodded_the_kept_rollout_wrote
             target.write_bytes(b"a rollout of its own")
 
     with pytest.raises((GeneratorError, InvalidRollout)) as caught:
-        _keep(request, rollouts, Signature(model="m", weights="w"), make)
+        _keep(request, rollouts, Signature(model="m", weights="w"), make, rollouts.parent / "generation")
     itself = f"but wrote {request.output} itself"
     assert (itself in str(caught.value)) == (does == "rewrite"), str(caught.value)
     assert str(caught.value).startswith("no rollout: " if does == "chmod" else "invalid rollout: ")

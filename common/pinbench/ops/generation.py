@@ -1321,8 +1321,8 @@ class Generating:
                         _untouched(request, before[request.id].inputs, failed)
                     raise failed
                 if maker.many is None:
-                    return _keep(request, rollouts, signature, maker.one, folder=folder_dir)
-                return _keep(request, rollouts, signature, None, before.get(request.id))
+                    return _keep(request, rollouts, signature, maker.one, store, folder=folder_dir)
+                return _keep(request, rollouts, signature, None, store, before.get(request.id))
 
             made = _Origin(named, signature)
             # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
@@ -1453,7 +1453,8 @@ class _OnDevice:
 
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
-        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make, folder=self.folder)
+        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make, self.store,
+                                  folder=self.folder)
 
 
 def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing: str) -> None:
@@ -1492,11 +1493,12 @@ def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int
     return len(found)
 
 
-def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
+def _keep(request: Request, rollouts: Path, signature: Signature, make: Any, store: Path,
           before: _Before | None = None, folder: Path | None = None) -> dict[str, Any]:
     """One rollout: made (by ``make``, else already by a batch, before which its files were as ``before`` says)
     beside its place, checked, then renamed into place; its record's result. ``folder``: a ``folder`` generator's
-    -g dir, whose file (the one to fix, not the copy) an invalid rollout's failure names."""
+    -g dir, whose file (the one to fix, not the copy) an invalid rollout's failure names. One that fails the check
+    is moved to ``REJECTED`` under the generation folder ``store`` (``_reject``), there to be looked at."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
     if blocked is not None:   # (so no partial beside it either)
@@ -1525,11 +1527,15 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
                                  f"given{_suffixed(partial) or f' ({partial.absolute()})'}")
         _unshared(partial)
         problems = check_rollout(request, partial)
+        rejected = store / REJECTED / request.output
         if problems:
-            raise InvalidRollout(_invalid(request, partial, problems,
-                                          None if folder is None else folder / request.output))
+            source = None if folder is None else folder / request.output   # the file to look at, when copied
+            raise InvalidRollout(_invalid(request, partial, problems, source)
+                                 + ("" if source is not None else _reject(partial, rejected)))
         _read_only(partial)
         os.replace(partial, target)
+        if blocking_parent(rejected) is None:   # an earlier run's rejected one: no longer this request's answer
+            _clear(rejected)
     finally:
         _clear(partial)
     # hashed once per process (``regular_sha256``): the validator's check of this record reuses it
@@ -1714,6 +1720,24 @@ def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> 
     return dataclasses.replace(summary, records={**summary.records, **changed},
                                n_failed=summary.n_failed + len(changed), n_done=summary.n_done - from_done,
                                n_reused=summary.n_reused - len(changed) + from_done)
+
+
+REJECTED = "rejected"   # in the run's GENERATION folder: the last rollout of each output that failed the check
+
+
+def _reject(partial: Path, rejected: Path) -> str:
+    """Move a rollout that failed ``check_rollout`` to ``rejected`` (an earlier one there replaced), where it is
+    never scored nor reused: it was deleted, and with it what a user would open to see what went wrong. The words
+    that name where it went, "" when it could not be moved (it is then removed, as before)."""
+    try:
+        if blocking_parent(rejected) is not None:
+            return ""
+        rejected.parent.mkdir(parents=True, exist_ok=True)
+        _clear(rejected)
+        os.replace(partial, rejected)
+    except OSError:
+        return ""
+    return f" (kept to look at: {printable(str(rejected))})"
 
 
 def _suffixed(partial: Path) -> str:
