@@ -1213,7 +1213,8 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     # what the folder holds is named (a tool that takes its --output for a folder writes its video in it): it
     # said "not a regular file", no hint of where the video went
     with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: a folder \(holding inner, video.mp4\), "
-                       r"not a video file: write the rollout to that path itself, not into a folder there$"):
+                       r"not a video file: write the rollout to that path itself, not into a folder there \(kept to "
+                       r"look at under .*/store/rejected\)$"):
         _keep(request, tmp_path, signature, lambda _request, out: [(out / "inner").mkdir(parents=True),
                                                                    (out / "video.mp4").write_bytes(b"")],
               tmp_path / "store")
@@ -1295,9 +1296,8 @@ def test_a_symlink_a_generator_left_at_its_out_is_named_with_its_own_target_in_o
     with pytest.raises(ValueError) as raised:
         _keep(request, tmp_path, Signature("test", "none"), lambda _request, out: os.symlink(linked, out),
               tmp_path / "store")
-    rejected = tmp_path / "store" / "rejected" / "sub" / "t2v-000.mp4"
     assert str(raised.value) == (f"invalid rollout: sub/t2v-000.mp4: a symlink (to {linked!r}), "
-                                 f"not a file the generator wrote (kept to look at: {rejected})")
+                                 f"not a file the generator wrote (kept to look at under {tmp_path}/store/rejected)")
     assert not _partial(tmp_path, request).is_symlink() and not (tmp_path / "sub" / "t2v-000.mp4").exists()
 
 
@@ -2354,7 +2354,8 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     failed = [line for line in said if "10 frames, the request asks 9" in line and "by reason" not in line]
     assert len(failed) == 5 and said[-2:] == ["  ... and 11 more",
                                               "result: INCOMPLETE (exit 2): stopped before the diff"], said[-8:]
-    assert "  by reason: 16 x invalid rollout: <file>: 10 frames, the request asks 9" in said
+    assert ("  by reason: 16 x invalid rollout: <file>: 10 frames, the request asks 9 (kept to look at under "
+            "<file>)") in said, said
     assert failed[0].startswith("  edge.task_0000: invalid rollout: "), failed[0]
     # what is stored, said as it is (it said "generation stored; scoring is a later run's" of 16 failures)
     ended = [line for line in said if line.startswith("paibench-c: 16 samples: 0 done, 0 reused, 16 failed (")]
@@ -3227,7 +3228,8 @@ def test_a_rollout_from_the_sample_cache_meets_the_rollout_checks_of_this_versio
             "was checked); not used, generated again\n") in said
     assert "3 reused (3 from the sample cache)" in said
     assert load_records(tmp_path / "b" / "generation")["edge.task_0000"].error == (
-        "invalid rollout: edge/task_0000.mp4: too dark (a new check)")
+        f"invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept to look at under {tmp_path}/b/generation/"
+        "rejected)")
 
 
 def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_this_version(
@@ -3256,7 +3258,8 @@ def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_thi
     assert "1 recomputed: the rollout fails this version's rollout check" in said
     assert "1 recomputed: the rollout file changed or is gone" in said
     records = load_records(out / "generation")
-    assert records["edge.task_0000"].error == "invalid rollout: edge/task_0000.mp4: too dark (a new check)"
+    assert records["edge.task_0000"].error == ("invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept to "
+                                               f"look at under {out}/generation/rejected)")
     assert records["edge.task_0001"].ok
 
 
@@ -3895,8 +3898,8 @@ def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_no
         outcome = _run(out, RENDER, mode="frames")
         assert outcome.exit_code == 2
         error = load_records(out / "generation")["edge.task_0000"].error
-        assert error == (f"invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9 (kept to look at: "
-                         f"{rejected})"), error
+        assert error == ("invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9 (kept to look at "
+                         f"under {out}/generation/rejected)"), error
         assert rejected.is_file() and not list((out / "rollouts").rglob("*.mp4"))
         assert video_info(rejected).n_frames == 10
     assert _run(out, RENDER).exit_code == 0

@@ -181,8 +181,9 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"{flag}: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
-    at = _wrapped(argv)[0]   # the program, after the wrappers before it
-    program = [m["name"] for m in _BRACED.finditer(argv[at] if at < len(argv) else "") if m["name"] in PLACEHOLDERS]
+    at, strings = _wrapped(argv)   # the program, after the wrappers before it (in env -S's string, if any)
+    program = [m["name"] for m in [_BRACED.fullmatch(argv[at]) if at < len(argv) and not strings else None]
+               if m is not None and m["name"] in PLACEHOLDERS and not m["dollar"]]
     if program:   # (command:{out} ran the rollout's path, which is not there yet, for every sample)
         raise RecipeError(f"{flag}: its program is {{{program[0]}}}, a path the run fills in, not a program: give "
                           "command:PROGRAM ARGS... with {out} among the arguments")
@@ -1527,13 +1528,13 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any, sto
                                  f"given{_suffixed(partial) or f' ({partial.absolute()})'}")
         _unshared(partial)
         problems = check_rollout(request, partial)
-        rejected = store / REJECTED / request.output
         if problems:
             source = None if folder is None else folder / request.output   # the file to look at, when copied
             raise InvalidRollout(_invalid(request, partial, problems, source)
-                                 + ("" if source is not None else _reject(partial, rejected)))
+                                 + ("" if source is not None else _reject(partial, store / REJECTED, request.output)))
         _read_only(partial)
         os.replace(partial, target)
+        rejected = store / REJECTED / request.output
         if blocking_parent(rejected) is None:   # an earlier run's rejected one: no longer this request's answer
             _clear(rejected)
     finally:
@@ -1725,10 +1726,12 @@ def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> 
 REJECTED = "rejected"   # in the run's GENERATION folder: the last rollout of each output that failed the check
 
 
-def _reject(partial: Path, rejected: Path) -> str:
-    """Move a rollout that failed ``check_rollout`` to ``rejected`` (an earlier one there replaced), where it is
-    never scored nor reused: it was deleted, and with it what a user would open to see what went wrong. The words
-    that name where it went, "" when it could not be moved (it is then removed, as before)."""
+def _reject(partial: Path, rejects: Path, output: str) -> str:
+    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``rejects`` (an earlier one there
+    replaced), where it is never scored nor reused: it was deleted, and with it what a user would open to see what
+    went wrong. The words that name the folder (one for every sample: the run's "by reason" counts them as one
+    reason), "" when it could not be moved (it is then removed, as before)."""
+    rejected = rejects / output
     try:
         if blocking_parent(rejected) is not None:
             return ""
@@ -1737,7 +1740,7 @@ def _reject(partial: Path, rejected: Path) -> str:
         os.replace(partial, rejected)
     except OSError:
         return ""
-    return f" (kept to look at: {printable(str(rejected))})"
+    return f" (kept to look at under {printable(str(rejects))})"
 
 
 def _suffixed(partial: Path) -> str:
