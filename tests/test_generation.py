@@ -369,7 +369,7 @@ def test_a_rollout_past_the_limit_is_said_to_be_cut_by_it_not_unnamed(tmp_path: 
 def test_the_count_of_rollouts_past_the_limit_says_the_limit_cut_them(tmp_path: Path) -> None:
     """Past the first ten, the files a --limit run does not ask were counted as "no request names", the words for
     misnamed files, where each line above said the limit cut them."""
-    from pinbench.ops.generation import unasked_lines
+    from pinbench.core.generation import unasked_lines
 
     for i in range(12):
         (tmp_path / f"t2v-{i:03d}.mp4").write_bytes(b"")
@@ -384,7 +384,7 @@ def test_files_no_request_names_are_looked_for_outside_hidden_folders(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A normal subfolder's video is listed; a hidden folder (a run's .pinbench-* bookkeeping, .cache) is not walked
     at all: it was, for 0.26-0.50 s at 10,000 files, each time a folder run listed them."""
-    from pinbench.ops.generation import unasked_lines
+    from pinbench.core.generation import unasked_lines
 
     for path in ("sub/misnamed.mp4", ".cache/deep/x.mp4", ".pinbench-locks/y.mp4", "t2v-000.mp4"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -3904,6 +3904,21 @@ def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_no
         assert video_info(rejected).n_frames == 10
     assert _run(out, RENDER).exit_code == 0
     assert not rejected.exists() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
+
+
+def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_path: Path) -> None:
+    """``pinbench check`` of a generating run said nothing of a file in its rollouts folder that no request names
+    (the run named it once, as its generation ended): a note now, not a problem, as the scores are of the files its
+    requests name."""
+    from pinbench.core.check import check_run
+
+    out = tmp_path / "run"
+    assert _run(out, RENDER).exit_code == 0
+    stray = out / "rollouts" / "edge" / "mine-task_0000.mp4"
+    shutil.copyfile(out / "rollouts" / "edge" / "task_0000.mp4", stray)
+    result = check_run(out)
+    assert result.exit_code == 0, result.lines()
+    assert f"{stray}: no request names it, so it is not scored" in result.notes, result.lines()
 
 
 def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(
