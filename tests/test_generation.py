@@ -264,6 +264,27 @@ def test_rollouts_check_reads_a_symlinked_rollout_as_the_run_scoring_the_folder_
         "0 of 1 rollout is what its request asks for"], result.output
 
 
+def test_a_rollout_is_held_to_the_container_its_output_s_extension_names_as_an_input_is(tmp_path: Path) -> None:
+    """check_rollout held only an ``.mp4`` output to its container, with a test of its own beside the table that
+    ``misnamed`` holds a recipe's inputs to: Matroska bytes under a ``.mov`` output passed. One table for both."""
+    import av
+    import numpy as np
+
+    from pinbench.ops.generation import check_rollout
+
+    request = _request(frames=5, fps=8.0, conditioning=(), output="t2v-000.mov")
+    path = tmp_path / "t2v-000.mov"
+    with av.open(str(path), "w", format="matroska") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for _ in range(5):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")))
+        out.mux(stream.encode())
+    assert check_rollout(request, path) == [
+        f"{path}: a matroska,webm container under an .mov name; the request asks MOV (remembench declares no other: a "
+        "reader of the container's own frame count, as MIND's process.py, reads none from another)"]
+
+
 @pytest.mark.parametrize("recipe", ["remembench", "paibench-c"])
 def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path, recipe: str) -> None:
     """Matroska bytes at ``t2v-000.mp4`` passed the check (they decode, the frames, rate and size right), then MIND's

@@ -1069,7 +1069,7 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     (``pinbench rollouts check``). ``kept``: the file is still the bytes a run checked and kept (its record's
     SHA-256), which decoded to their last frame then; that decode is not repeated, the rest of the check is (a
     rerun reuses every rollout). ``near``: the hint for a missing one, shared by the check of many (``NearNames``)."""
-    from pinbench.media.video import VideoError, is_valid_video, video_info
+    from pinbench.media.video import VideoError, is_valid_video, unnamed_container, video_info
 
     if path.is_symlink():
         if not follow_symlinks:
@@ -1093,15 +1093,17 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     except VideoError as exc:
         return [str(exc)]
     problems = []
-    if Path(request.output).suffix.lower() == ".mp4" and "mp4" not in info.container.split(","):
+    suffix = PurePosixPath(request.output).suffix
+    if (wanted := unnamed_container(info, suffix)) is not None:
         if _any_container(request.recipe):
             if not kept:   # said when it is made or checked, not on every rerun that reuses it
                 named = path if path.name == PurePosixPath(request.output).name else request.output
-                print(f"warning: {named}: a {info.container} container under an .mp4 name; accepted, as "
+                print(f"warning: {named}: a {info.container} container under an {suffix} name; accepted, as "
                       f"{request.recipe}'s evaluator reads rollouts with OpenCV and imageio, which open it",
                       file=sys.stderr, flush=True)
         else:   # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
-            problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4 "
+            problems.append(f"{path}: a {info.container} container under an {suffix} name; the request asks "
+                            f"{wanted.upper()} "
                             f"({request.recipe} declares no other: a reader of the container's own frame count, as "
                             "MIND's process.py, reads none from another)")
     if (info.width, info.height) != (request.width, request.height):
