@@ -97,7 +97,7 @@ def test_a_rollout_of_a_long_file_name_is_made_and_kept(tmp_path: Path) -> None:
     from pinbench.ops.generators import Static
 
     request = _request(output="\u00e9" * 125 + ".mp4", frames=3, prompts=(Prompt("p"),), conditioning=())
-    result = _keep(request, tmp_path, Static().signature(), Static().generate)
+    result = _keep(request, tmp_path, Static().signature(), Static().generate, tmp_path / "store")
     assert result["output"] == request.output and [p.name for p in tmp_path.iterdir()] == [request.output]
 
 
@@ -264,6 +264,27 @@ def test_rollouts_check_reads_a_symlinked_rollout_as_the_run_scoring_the_folder_
         "0 of 1 rollout is what its request asks for"], result.output
 
 
+def test_a_rollout_is_held_to_the_container_its_output_s_extension_names_as_an_input_is(tmp_path: Path) -> None:
+    """check_rollout held only an ``.mp4`` output to its container, with a test of its own beside the table that
+    ``misnamed`` holds a recipe's inputs to: Matroska bytes under a ``.mov`` output passed. One table for both."""
+    import av
+    import numpy as np
+
+    from pinbench.ops.generation import check_rollout
+
+    request = _request(frames=5, fps=8.0, conditioning=(), output="t2v-000.mov")
+    path = tmp_path / "t2v-000.mov"
+    with av.open(str(path), "w", format="matroska") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for _ in range(5):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")))
+        out.mux(stream.encode())
+    assert check_rollout(request, path) == [
+        f"{path}: a matroska,webm container under an .mov name; the request asks MOV (remembench declares no other: a "
+        "reader of the container's own frame count, as MIND's process.py, reads none from another)"]
+
+
 @pytest.mark.parametrize("recipe", ["remembench", "paibench-c"])
 def test_rollouts_check_names_another_container_under_an_mp4_name(tmp_path: Path, recipe: str) -> None:
     """Matroska bytes at ``t2v-000.mp4`` passed the check (they decode, the frames, rate and size right), then MIND's
@@ -369,7 +390,7 @@ def test_a_rollout_past_the_limit_is_said_to_be_cut_by_it_not_unnamed(tmp_path: 
 def test_the_count_of_rollouts_past_the_limit_says_the_limit_cut_them(tmp_path: Path) -> None:
     """Past the first ten, the files a --limit run does not ask were counted as "no request names", the words for
     misnamed files, where each line above said the limit cut them."""
-    from pinbench.ops.generation import unasked_lines
+    from pinbench.core.generation import unasked_lines
 
     for i in range(12):
         (tmp_path / f"t2v-{i:03d}.mp4").write_bytes(b"")
@@ -384,7 +405,7 @@ def test_files_no_request_names_are_looked_for_outside_hidden_folders(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A normal subfolder's video is listed; a hidden folder (a run's .pinbench-* bookkeeping, .cache) is not walked
     at all: it was, for 0.26-0.50 s at 10,000 files, each time a folder run listed them."""
-    from pinbench.ops.generation import unasked_lines
+    from pinbench.core.generation import unasked_lines
 
     for path in ("sub/misnamed.mp4", ".cache/deep/x.mp4", ".pinbench-locks/y.mp4", "t2v-000.mp4"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
@@ -1213,12 +1234,14 @@ def test_a_folder_a_generator_left_where_its_rollout_is_made_fails_that_try_only
     # what the folder holds is named (a tool that takes its --output for a folder writes its video in it): it
     # said "not a regular file", no hint of where the video went
     with pytest.raises(ValueError, match=r"^invalid rollout: sub/t2v-000.mp4: a folder \(holding inner, video.mp4\), "
-                       r"not a video file: write the rollout to that path itself, not into a folder there$"):
+                       r"not a video file: write the rollout to that path itself, not into a folder there \(kept to "
+                       r"look at under .*/store/rejected\)$"):
         _keep(request, tmp_path, signature, lambda _request, out: [(out / "inner").mkdir(parents=True),
-                                                                   (out / "video.mp4").write_bytes(b"")])
+                                                                   (out / "video.mp4").write_bytes(b"")],
+              tmp_path / "store")
     assert not _partial(tmp_path, request).exists()
     _partial(tmp_path, request).mkdir()   # a folder left by a run killed there
-    kept = _keep(request, tmp_path, signature, Static().generate)
+    kept = _keep(request, tmp_path, signature, Static().generate, tmp_path / "store")
     assert kept["output"] == "sub/t2v-000.mp4" and (tmp_path / "sub" / "t2v-000.mp4").is_file()
 
 
@@ -1251,7 +1274,7 @@ def test_a_file_where_a_rollouts_folder_goes_fails_that_sample_in_one_line(tmp_p
     request = _request(output="sub/t2v-000.mp4", frames=3, conditioning=(), prompts=(Prompt("grey"),))
     with pytest.raises(RolloutBlocked, match=f"^{tmp_path / 'sub'}: a regular file where the folder of "
                                              "sub/t2v-000.mp4 goes$"):
-        _keep(request, tmp_path, Signature("test", "none"), Static().generate)
+        _keep(request, tmp_path, Signature("test", "none"), Static().generate, tmp_path / "store")
 
 
 def test_a_rollout_a_generator_left_as_a_hard_link_to_a_file_of_its_own_is_kept_as_a_copy(tmp_path: Path) -> None:
@@ -1272,7 +1295,7 @@ def test_a_rollout_a_generator_left_as_a_hard_link_to_a_file_of_its_own_is_kept_
         Static().generate(asked, mine)
         os.link(mine, out)
 
-    kept = _keep(request, tmp_path / "rollouts", Signature("test", "none"), make)
+    kept = _keep(request, tmp_path / "rollouts", Signature("test", "none"), make, tmp_path / "generation")
     rollout = tmp_path / "rollouts" / "sub" / "t2v-000.mp4"
     assert stat.S_IMODE(mine.stat().st_mode) & stat.S_IWUSR, oct(mine.stat().st_mode)
     assert mine.stat().st_nlink == 1 and rollout.stat().st_ino != mine.stat().st_ino
@@ -1292,9 +1315,10 @@ def test_a_symlink_a_generator_left_at_its_out_is_named_with_its_own_target_in_o
     request = _request(output="sub/t2v-000.mp4", conditioning=())
     linked = f"{_partial(tmp_path, request)}{suffix}"
     with pytest.raises(ValueError) as raised:
-        _keep(request, tmp_path, Signature("test", "none"), lambda _request, out: os.symlink(linked, out))
+        _keep(request, tmp_path, Signature("test", "none"), lambda _request, out: os.symlink(linked, out),
+              tmp_path / "store")
     assert str(raised.value) == (f"invalid rollout: sub/t2v-000.mp4: a symlink (to {linked!r}), "
-                                 "not a file the generator wrote")
+                                 f"not a file the generator wrote (kept to look at under {tmp_path}/store/rejected)")
     assert not _partial(tmp_path, request).is_symlink() and not (tmp_path / "sub" / "t2v-000.mp4").exists()
 
 
@@ -1361,6 +1385,25 @@ def test_a_command_generator_that_names_no_out_is_refused_before_the_run(tmp_pat
         assert command_argv(f"command:{told}")
 
 
+def test_escaped_braces_around_a_placeholder_fill_it_and_a_placeholder_program_is_refused(tmp_path: Path) -> None:
+    """``{{{out}}}`` (a literal brace pair around the path, as Python's format reads it) was a literal ``{out}`` and
+    a ``}``: refused as naming no ``{out}``. It is the path in braces; ``{{out}}`` stays a literal ``{out}``.
+    ``command:{out}`` (the program a placeholder) ran the rollout's path for every sample: refused in one line."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import GeneratorSpec, _run_command
+
+    spec = GeneratorSpec("command:sh -c 'o=${2#?}; cp \"$1\" \"${o%?}\"' sh {request} {{{out}}} {{out}}")
+    out = tmp_path / "it's.mp4"
+    _run_command(spec.command, _request(), out, 60, tmp_path / "log", tmp_path)
+    assert json.loads(out.read_text())["id"] == "t2v-000"
+    for command, name in (("{out}", "out"), ("timeout 1h {request} {out}", "request"), ("{{{out}}}", "out")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{command}")
+        assert str(caught.value) == (f"--generator command:{command}: its program is {{{name}}}, a path the run fills "
+                                     "in, not a program: give command:PROGRAM ARGS... with {out} among the arguments")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
     'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.
@@ -1416,6 +1459,35 @@ def test_a_wrapped_program_and_a_script_the_kernel_will_not_run_are_refused_befo
     assert not runs.exists()
     for argv in ([str(fine)], ["env", "A=1", str(bare)], ["timeout", "1h", str(bare)],
                  ["env", "-C", "/", "./absent"], ["env", "PATH=/opt/x", "gen"], ["env", "-S", "gen {out}", "{out}"]):
+        check_program(argv)
+
+
+def test_an_interpreter_s_missing_script_is_refused_before_anything_runs(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python /tmp/nope.py {out}`` and ``bash ./typo.sh {out}`` passed the check (the program, python or bash, is on
+    PATH): every sample then failed with "can't open file". The script is the interpreter's first operand, after
+    its options; code (``-c``), a module (``-m``), stdin and a placeholder are not files to look for."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import check_program
+
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "runs"
+    for command, said in (
+            ("python /tmp/gen-nope.py", "python's script '/tmp/gen-nope.py' does not exist"),
+            ("bash ./typo.sh", f"bash's script './typo.sh' does not exist (in {tmp_path}, where the command runs)"),
+            ("timeout 1h python3 -u -W ignore -X dev typo.py", f"python3's script 'typo.py' does not exist (in "
+                                                               f"{tmp_path}, where the command runs)"),
+            ("sh -e -o pipefail -- typo.sh", f"sh's script 'typo.sh' does not exist (in {tmp_path}, where the command "
+                                             "runs)")):
+        with pytest.raises(RecipeError) as caught:
+            _run(runs / "run", f"command:{command} {{request}} {{out}}")
+        assert str(caught.value) == f"--generator command: {said}; give the path of the script"
+    assert not runs.exists()
+    (tmp_path / "gen.py").write_text("")
+    for argv in (["python", "gen.py"], ["python", "-m", "gen"], ["python", "-c", "print(1)", "{out}"],
+                 ["python", "-uc", "print(1)"], ["bash", "-c", "x", "sh", "{out}"], ["bash", "-s", "{out}"],
+                 ["python", "-", "{out}"], ["python", "{out}"], ["python", "-Wignore", "gen.py"],
+                 ["env", "-C", "/", "python", "gen-nope.py"]):
         check_program(argv)
 
 
@@ -2303,7 +2375,8 @@ def test_a_generation_only_run_says_why_each_failed_sample_failed(tmp_path: Path
     failed = [line for line in said if "10 frames, the request asks 9" in line and "by reason" not in line]
     assert len(failed) == 5 and said[-2:] == ["  ... and 11 more",
                                               "result: INCOMPLETE (exit 2): stopped before the diff"], said[-8:]
-    assert "  by reason: 16 x invalid rollout: <file>: 10 frames, the request asks 9" in said
+    assert ("  by reason: 16 x invalid rollout: <file>: 10 frames, the request asks 9 (kept to look at under "
+            "<file>)") in said, said
     assert failed[0].startswith("  edge.task_0000: invalid rollout: "), failed[0]
     # what is stored, said as it is (it said "generation stored; scoring is a later run's" of 16 failures)
     ended = [line for line in said if line.startswith("paibench-c: 16 samples: 0 done, 0 reused, 16 failed (")]
@@ -3176,7 +3249,8 @@ def test_a_rollout_from_the_sample_cache_meets_the_rollout_checks_of_this_versio
             "was checked); not used, generated again\n") in said
     assert "3 reused (3 from the sample cache)" in said
     assert load_records(tmp_path / "b" / "generation")["edge.task_0000"].error == (
-        "invalid rollout: edge/task_0000.mp4: too dark (a new check)")
+        f"invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept to look at under {tmp_path}/b/generation/"
+        "rejected)")
 
 
 def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_this_version(
@@ -3205,7 +3279,8 @@ def test_a_rollout_reused_from_the_run_directory_meets_the_rollout_checks_of_thi
     assert "1 recomputed: the rollout fails this version's rollout check" in said
     assert "1 recomputed: the rollout file changed or is gone" in said
     records = load_records(out / "generation")
-    assert records["edge.task_0000"].error == "invalid rollout: edge/task_0000.mp4: too dark (a new check)"
+    assert records["edge.task_0000"].error == ("invalid rollout: edge/task_0000.mp4: too dark (a new check) (kept to "
+                                               f"look at under {out}/generation/rejected)")
     assert records["edge.task_0001"].ok
 
 
@@ -3802,6 +3877,71 @@ def test_a_video_a_generator_wrote_beside_its_out_is_named_after_the_step(
         assert f"generate: {path}: no request names it, so it is not scored\n" in said, said
 
 
+def test_a_generator_that_changes_folder_under_a_relative_out_writes_where_the_run_looks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a relative ``--out``, ``out``, ``{out}``, ``{request}`` and the request's ``root`` were relative: a
+    generator that changed folder (its model's folder) wrote its rollout there and read no request, and every
+    sample said "wrote nothing to the path it was given". They are absolute; a sample with nothing written names
+    the absolute path the run looked at."""
+    elsewhere, work = tmp_path / "elsewhere", tmp_path / "work"
+    elsewhere.mkdir()
+    work.mkdir()
+    (tmp_path / "moving.py").write_text(
+        "import os\nfrom render_generator import Render\n\n\nclass Moving(Render):\n"
+        "    def generate(self, request, out):\n"
+        f"        os.chdir({str(elsewhere)!r})\n"
+        "        assert request.path('context').is_file()\n"
+        "        super().generate(request, out)\n\n\ndef make():\n    return Moving()\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    monkeypatch.chdir(work)
+    moved = (f"command:sh -c 'cd {elsewhere} && exec {sys.executable} {HELPERS / 'render_generator.py'} "
+             "--request \"$1\" --out \"$2\"' sh {request} {out}")
+    for name, generator in (("python", "python:moving:make"), ("command", moved)):
+        outcome = _run(Path(name), generator)
+        assert outcome.exit_code == 0, (name, outcome.message, load_records(work / name / "generation"))
+        assert len(list((work / name / "rollouts").rglob("*.mp4"))) == 4
+    assert list(elsewhere.rglob("*")) == []
+    outcome = _run(Path("nothing"), "command:sh -c 'cd /' sh {out}")
+    error = load_records(work / "nothing" / "generation")["edge.task_0000"].error
+    assert error == ("no rollout: edge/task_0000.mp4: the generator wrote nothing to the path it was given "
+                     f"({work}/nothing/rollouts/edge/.task_0000.partial.mp4)"), error
+
+
+def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_nor_reused(tmp_path: Path) -> None:
+    """A rollout of the wrong frame count was deleted with its sample's failure: nothing was left to open and see
+    what went wrong. It is moved to generation/rejected/ under its output's name, which the reason names; it is not
+    a rollout (the sample fails, a rerun makes it again), and one made right later removes it."""
+    from pinbench.media.video import video_info
+
+    out = tmp_path / "run"
+    rejected = out / "generation" / "rejected" / "edge" / "task_0000.mp4"
+    for _ in range(2):   # the rerun generates it again: a rejected rollout is never reused
+        outcome = _run(out, RENDER, mode="frames")
+        assert outcome.exit_code == 2
+        error = load_records(out / "generation")["edge.task_0000"].error
+        assert error == ("invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9 (kept to look at "
+                         f"under {out}/generation/rejected)"), error
+        assert rejected.is_file() and not list((out / "rollouts").rglob("*.mp4"))
+        assert video_info(rejected).n_frames == 10
+    assert _run(out, RENDER).exit_code == 0
+    assert not rejected.exists() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
+
+
+def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_path: Path) -> None:
+    """``pinbench check`` of a generating run said nothing of a file in its rollouts folder that no request names
+    (the run named it once, as its generation ended): a note now, not a problem, as the scores are of the files its
+    requests name."""
+    from pinbench.core.check import check_run
+
+    out = tmp_path / "run"
+    assert _run(out, RENDER).exit_code == 0
+    stray = out / "rollouts" / "edge" / "mine-task_0000.mp4"
+    shutil.copyfile(out / "rollouts" / "edge" / "task_0000.mp4", stray)
+    result = check_run(out)
+    assert result.exit_code == 0, result.lines()
+    assert f"{stray}: no request names it, so it is not scored" in result.notes, result.lines()
+
+
 def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A command that added its own suffix to ``{out}`` (``out + '.mp4'``, as many a tool's ``--output`` does):
@@ -4238,7 +4378,7 @@ def test_a_generator_that_wrote_nothing_and_only_chmodded_the_kept_rollout_wrote
             target.write_bytes(b"a rollout of its own")
 
     with pytest.raises((GeneratorError, InvalidRollout)) as caught:
-        _keep(request, rollouts, Signature(model="m", weights="w"), make)
+        _keep(request, rollouts, Signature(model="m", weights="w"), make, rollouts.parent / "generation")
     itself = f"but wrote {request.output} itself"
     assert (itself in str(caught.value)) == (does == "rewrite"), str(caught.value)
     assert str(caught.value).startswith("no rollout: " if does == "chmod" else "invalid rollout: ")

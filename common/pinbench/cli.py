@@ -555,8 +555,8 @@ def rollouts_check(
     """One line per rollout that is not what its request asks for (missing, undecodable, frames, rate, size)."""
     import tempfile
 
-    from pinbench.core.generation import REQUESTS_FILE, RequestError, read_requests
-    from pinbench.ops.generation import NearNames, check_rollout, unasked_lines
+    from pinbench.core.generation import REQUESTS_FILE, RequestError, read_requests, unasked_lines
+    from pinbench.ops.generation import NearNames, check_rollout
 
     recipe = _recipe(recipe_name)
     if not folder.is_dir():

@@ -54,7 +54,7 @@ from pinbench.core.files import (
     regular_sha256,
     symlink_on_the_way,
 )
-from pinbench.core.generation import PARTIAL_ROLLOUT
+from pinbench.core.generation import PARTIAL_ROLLOUT, REQUESTS_FILE, RequestError, read_requests, unasked_lines
 from pinbench.core.notices import announced
 from pinbench.core.progress import amount
 from pinbench.core.recipe import Recipe, get_recipe
@@ -138,6 +138,7 @@ def check_run(run_dir: Path | str) -> CheckResult:
     result = CheckResult(run_dir)
     if run_dir.is_dir():   # noted in any folder: a run killed while making them may have written nothing else
         _partial_rollouts(run_dir, result)
+        _unasked_rollouts(run_dir, result)
     problem = not_a_run_directory(run_dir)   # what ``pinbench status`` says of it, not "scorecard.json: not found"
     if problem:
         result.problems.append(problem)
@@ -566,6 +567,21 @@ def _partial_rollouts(run_dir: Path, result: CheckResult) -> None:
                             f"({amount(sum(sizes.values()), 'bytes')}; e.g. {next(iter(sizes)).relative_to(run_dir)}): "
                             "what a run killed while making rollouts leaves, never scored; the next run that generates "
                             "alone in this folder removes them, or delete them")
+
+
+def _unasked_rollouts(run_dir: Path, result: CheckResult) -> None:
+    """A note of each video in ``rollouts/`` that none of the run's requests names (``unasked_lines``): never scored
+    (a generator that wrote under another name than its out, an earlier run's larger --limit), which the run said
+    once as its generation step ended and ``pinbench check`` did not say at all. A note, not a problem: the run's
+    scores are of the files its requests name. Without a readable requests file nothing is said."""
+    requests, rollouts = run_dir / GENERATION / REQUESTS_FILE, run_dir / ROLLOUTS
+    if not rollouts.is_dir() or not requests.is_file():
+        return
+    try:
+        asked = read_requests(requests)
+    except RequestError:
+        return
+    result.notes.extend(unasked_lines(rollouts, asked))
 
 
 def _check_rollouts(run_dir: Path, result: CheckResult) -> None:

@@ -28,8 +28,8 @@ from pathlib import Path, PurePosixPath
 from stat import S_ISREG
 from typing import Any, Protocol, runtime_checkable
 
-from pinbench.core.files import NAME_MAX, FileState, atomic_path, clipped, parse_finite_jsonl, read_data_file
-from pinbench.core.inputs import InputDigests, InputFileError
+from pinbench.core.files import NAME_MAX, FileState, atomic_path, clipped, counted, parse_finite_jsonl, read_data_file
+from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFileError
 from pinbench.core.jsonfields import COUNT, JsonBlock, spec
 from pinbench.core.provenance import printable, redactor
 
@@ -458,3 +458,25 @@ def refuse_other_recipes(folder: Path, recipe: str) -> None:
 def requests_digest(requests: Sequence[Request]) -> str:
     """One digest of a set of requests (order included): two runs with the same one asked for the same rollouts."""
     return _digest([r.digest for r in requests])
+
+
+UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
+
+
+def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = None) -> list[str]:
+    """Files under ``folder`` named like a rollout that no request names, a line each (the first ``UNASKED_SHOWN``,
+    then how many more): never scored (a misnamed rollout, a scene of another split), so ``pinbench rollouts
+    check`` and a ``folder`` generator's run say so, where the run would pass over them. Under ``--limit`` the
+    line says so: the file may be a good rollout of a request the limit cut. Hidden folders (``.pinbench-*``
+    bookkeeping, ``.cache``) are not walked: no request's output is there, and they can hold thousands of files."""
+    wanted = {folder / r.output for r in asked}
+    unasked = []
+    for top, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        unasked += [path for name in files if not name.startswith(".")
+                    and (path := Path(top) / name).suffix.lower() in VIDEO_SUFFIXES and path not in wanted]
+    unasked.sort()
+    more = len(unasked) - UNASKED_SHOWN
+    nobody = "no request names it" if limit is None else f"no request of this --limit {limit} run names it"
+    return ([f"{path}: {nobody}, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
+            + ([f"... and {counted(more, 'more file')} {nobody.removesuffix(' it')}"] if more > 0 else []))

@@ -550,13 +550,20 @@ def _probe(path: Path, fd: int) -> _Probe:
 _NAMED_CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm", ".avi": "avi"}
 
 
+def unnamed_container(info: VideoInfo, suffix: str) -> str | None:
+    """The container the extension ``suffix`` names (``_NAMED_CONTAINERS``) when ``info``'s is not it, else None
+    (an extension that names none, or the container it names): a recipe's inputs (``misnamed``) and a generator's
+    rollouts (``check_rollout``) are held to one table."""
+    wanted = _NAMED_CONTAINERS.get(suffix.lower())
+    return None if wanted is None or wanted in info.container.split(",") else wanted
+
+
 def misnamed(info: VideoInfo) -> str | None:
     """Why a recipe's input is refused whose container is not the one its extension names (a Matroska or AVI file
     named ``.mp4``: a reader of the container's own facts, or a page that serves it by its name, takes it for
     another), or None. Rollouts have their recipe's own rule (``rollout_container``)."""
-    suffix = info.path.suffix.lower()
-    wanted = _NAMED_CONTAINERS.get(suffix)
-    if wanted is None or wanted in info.container.split(","):
+    wanted = unnamed_container(info, info.path.suffix)
+    if wanted is None:
         return None
     article = "an" if info.container[:1] in "aeiou" else "a"   # an avi container
     return (f"{article} {info.container} container under the extension {info.path.suffix} (which names {wanted}): "

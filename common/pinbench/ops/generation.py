@@ -80,6 +80,7 @@ from pinbench.core.generation import (
     refuse,
     requests_digest,
     requests_text,
+    unasked_lines,
 )
 from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
@@ -181,6 +182,12 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"{flag}: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
+    at, strings = _wrapped(argv)   # the program, after the wrappers before it (in env -S's string, if any)
+    program = [m["name"] for m in [_BRACED.fullmatch(argv[at]) if at < len(argv) and not strings else None]
+               if m is not None and m["name"] in PLACEHOLDERS and not m["dollar"]]
+    if program:   # (command:{out} ran the rollout's path, which is not there yet, for every sample)
+        raise RecipeError(f"{flag}: its program is {{{program[0]}}}, a path the run fills in, not a program: give "
+                          "command:PROGRAM ARGS... with {out} among the arguments")
     split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
     if split:
         raise RecipeError(f"{flag}: {{{split[0]}}} inside env's -S (--split-string) string is split "
@@ -343,6 +350,50 @@ def check_program(argv: Sequence[str]) -> None:
                else "does not exist; give the path of a program" if not os.path.exists(program)
                else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
         raise RecipeError(f"--generator command: program {program!r} {why}")
+    at = _wrapped(argv)[0] if wrapped else 0   # where the program is, when it is found as the first word is
+    script = _interpreted(argv, at)
+    if script is not None and not _BRACED.search(script) and not os.path.exists(script):
+        where = "" if os.path.isabs(script) else f" (in {os.getcwd()}, where the command runs)"
+        raise RecipeError(f"--generator command: {os.path.basename(argv[at])}'s script {script!r} does not "
+                          f"exist{where}; give the path of the script")
+
+
+PYTHON = re.compile(r"python[\d.]*")   # python, python3, python3.11: an interpreter whose first operand is a script
+PYTHON_VALUED = frozenset("WX")   # its options whose value is the rest of the word or the next one (-W ignore, -X dev)
+
+
+def _interpreted(argv: Sequence[str], at: int) -> str | None:
+    """The script file the interpreter ``argv[at]`` (a Python or a shell, ``SHELLS``) runs: its first operand after
+    its options (``python -u gen.py``, ``bash -e ./gen.sh``); None for another program, or one that runs no file
+    (``-c`` code, ``-m`` a module, ``-s`` or ``-`` stdin). A misspelt one failed every sample, after the run began."""
+    if at >= len(argv):
+        return None
+    name = os.path.basename(argv[at])
+    python = PYTHON.fullmatch(name) is not None
+    if not python and name not in SHELLS:
+        return None
+    ends, valued = ("cm", PYTHON_VALUED) if python else ("cs", frozenset("oO"))
+    words = iter(argv[at + 1:])
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if word == "-":
+            return None
+        if word.startswith("--") or not python and word in SHELL_VALUED:
+            if word in SHELL_VALUED or word == "--check-hash-based-pycs":
+                next(words, None)
+            continue
+        if word[:1] == "-" or not python and word[:1] == "+" and len(word) > 1:
+            for number, letter in enumerate(word[1:], 2):
+                if letter in ends:
+                    return None
+                if letter in valued:   # its value: the rest of this word, else the next word
+                    if number == len(word):
+                        next(words, None)
+                    break
+            continue
+        return word
+    return None
 
 
 def _wrapped_program(argv: Sequence[str]) -> str | None:
@@ -674,9 +725,12 @@ def source_sha256(target: str, generator: object) -> dict[str, str]:
 
 
 PLACEHOLDERS = ("request", "out")   # what a command's argv names in braces: the request's file, the rollout's path
-# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; ${NAME} of a name that is no placeholder, a
-# shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON, ``{{.Id}}``) are not looked at
-_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}|(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}")
+# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; {{{NAME}}} the placeholder in a literal brace
+# pair, as Python's format reads it (it was a literal {NAME} and a "}": the path never filled in); ${NAME} of a name
+# that is no placeholder, a shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON,
+# ``{{.Id}}``) are not looked at
+_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}"
+                     r"|(?P<wrap>\{\{(?=\{[A-Za-z_][\w-]*\}\}\}))?(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}(?(wrap)\}\})")
 
 
 def _filled(arg: str, values: Mapping[str, str]) -> str:
@@ -685,7 +739,7 @@ def _filled(arg: str, values: Mapping[str, str]) -> str:
         if match["literal"]:
             return "{" + match["literal"] + "}"
         if match["name"] in values and not match["dollar"]:
-            return values[match["name"]]
+            return "{" + values[match["name"]] + "}" if match["wrap"] else values[match["name"]]
         return match[0]   # ${NAME}: the shell's
     return _BRACED.sub(one, arg)
 
@@ -715,7 +769,7 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
     what went wrong."""
     files.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="request-", dir=files) as folder:
-        request_file = Path(folder) / "request.json"
+        request_file = Path(folder).absolute() / "request.json"   # a command that changes folder finds it too
         request_file.write_text(json.dumps(request.message(), ensure_ascii=False), encoding="utf-8")
         filled = [_filled(arg, {"request": str(request_file), "out": str(out)}) for arg in argv]
         with open(log, "a", encoding="utf-8") as said:   # never through the sink: its last line is the failure's
@@ -1015,7 +1069,7 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     (``pinbench rollouts check``). ``kept``: the file is still the bytes a run checked and kept (its record's
     SHA-256), which decoded to their last frame then; that decode is not repeated, the rest of the check is (a
     rerun reuses every rollout). ``near``: the hint for a missing one, shared by the check of many (``NearNames``)."""
-    from pinbench.media.video import VideoError, is_valid_video, video_info
+    from pinbench.media.video import VideoError, is_valid_video, unnamed_container, video_info
 
     if path.is_symlink():
         if not follow_symlinks:
@@ -1039,15 +1093,17 @@ def check_rollout(request: Request, path: Path, *, follow_symlinks: bool = False
     except VideoError as exc:
         return [str(exc)]
     problems = []
-    if Path(request.output).suffix.lower() == ".mp4" and "mp4" not in info.container.split(","):
+    suffix = PurePosixPath(request.output).suffix
+    if (wanted := unnamed_container(info, suffix)) is not None:
         if _any_container(request.recipe):
             if not kept:   # said when it is made or checked, not on every rerun that reuses it
                 named = path if path.name == PurePosixPath(request.output).name else request.output
-                print(f"warning: {named}: a {info.container} container under an .mp4 name; accepted, as "
+                print(f"warning: {named}: a {info.container} container under an {suffix} name; accepted, as "
                       f"{request.recipe}'s evaluator reads rollouts with OpenCV and imageio, which open it",
                       file=sys.stderr, flush=True)
         else:   # decodes here, yet a reader of the container's own count (MIND's process.py: stream.frames) reads 0
-            problems.append(f"{path}: a {info.container} container under an .mp4 name; the request asks MP4 "
+            problems.append(f"{path}: a {info.container} container under an {suffix} name; the request asks "
+                            f"{wanted.upper()} "
                             f"({request.recipe} declares no other: a reader of the container's own frame count, as "
                             "MIND's process.py, reads none from another)")
     if (info.width, info.height) != (request.width, request.height):
@@ -1113,30 +1169,6 @@ class NearNames:
         verb = "differs" if len(near) == 1 else "differ"
         return (f"; {', '.join(near)} beside it {verb} only in case, spaces, separators or Unicode normalization "
                 "(names are exact)")
-
-
-UNASKED_SHOWN = 10   # files no request names, listed by `rollouts check` and a `folder` run; the rest counted
-
-
-def unasked_lines(folder: Path, asked: Sequence[Request], limit: int | None = None) -> list[str]:
-    """Files under ``folder`` named like a rollout that no request names, a line each (the first ``UNASKED_SHOWN``,
-    then how many more): never scored (a misnamed rollout, a scene of another split), so ``pinbench rollouts
-    check`` and a ``folder`` generator's run say so, where the run would pass over them. Under ``--limit`` the
-    line says so: the file may be a good rollout of a request the limit cut. Hidden folders (``.pinbench-*``
-    bookkeeping, ``.cache``) are not walked: no request's output is there, and they can hold thousands of files."""
-    from pinbench.core.inputs import VIDEO_SUFFIXES
-
-    wanted = {folder / r.output for r in asked}
-    unasked = []
-    for top, folders, files in os.walk(folder):
-        folders[:] = [name for name in folders if not name.startswith(".")]
-        unasked += [path for name in files if not name.startswith(".")
-                    and (path := Path(top) / name).suffix.lower() in VIDEO_SUFFIXES and path not in wanted]
-    unasked.sort()
-    more = len(unasked) - UNASKED_SHOWN
-    nobody = "no request names it" if limit is None else f"no request of this --limit {limit} run names it"
-    return ([f"{path}: {nobody}, so it is not scored" for path in unasked[:UNASKED_SHOWN]]
-            + ([f"... and {counted(more, 'more file')} {nobody.removesuffix(' it')}"] if more > 0 else []))
 
 
 # ------------------------------------------------------------------------------------------- the step
@@ -1226,7 +1258,8 @@ class Generating:
                 for line in unasked_lines(folder_dir, requests, run.cfg.limit):
                     print(f"generate: {line}", file=sys.stderr, flush=True)
                 sources = folder_sources(folder_dir, requests, digests)
-        requests = [replace(r, root=store) for r in requests]   # the files they name were staged there
+        # the files they name were staged there; absolute, as out is (``_keep``)
+        requests = [replace(r, root=store.absolute()) for r in requests]
         by_id = {r.id: r for r in requests}
         env = offline_env() if run.cfg.offline else {}
         with self._maker(default, store, env, run.shard) as maker:
@@ -1250,7 +1283,7 @@ class Generating:
                 pending = run.pending(tasks, folder=GENERATION, part="generation", validate=kept, cache=False).mine
                 if cached is not None:   # what the cache holds is taken from it below, not made again
                     pending = [t for t in pending if not _cached(cached, t, kept)]
-                pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id])) for t in pending]
+                pairs = [(by_id[t.sample_id], _partial(rollouts, by_id[t.sample_id]).absolute()) for t in pending]
                 before = {request.id: _Before.of(request, rollouts) for request, _ in pairs}
                 for _, partial in pairs:   # what a killed run left there is not what this batch makes
                     if blocking_parent(partial) is None:
@@ -1268,8 +1301,8 @@ class Generating:
                         _untouched(request, before[request.id].inputs, failed)
                     raise failed
                 if maker.many is None:
-                    return _keep(request, rollouts, signature, maker.one, folder=folder_dir)
-                return _keep(request, rollouts, signature, None, before.get(request.id))
+                    return _keep(request, rollouts, signature, maker.one, store, folder=folder_dir)
+                return _keep(request, rollouts, signature, None, store, before.get(request.id))
 
             made = _Origin(named, signature)
             # scrubbed as the scorecard is: a token in the argv or a -g option keys the signature, never a file
@@ -1400,7 +1433,8 @@ class _OnDevice:
 
             def make(request: Request, out: Path) -> None:
                 worker.generate(request, out, self.timeout_s)
-        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make, folder=self.folder)
+        return lambda task: _keep(self.by_id[task.sample_id], self.rollouts, self.signature, make, self.store,
+                                  folder=self.folder)
 
 
 def _refuse_links(run_dir: Path, folder: str, requests: Sequence[Request], doing: str) -> None:
@@ -1439,11 +1473,12 @@ def _remove_leftovers(run_dir: Path, rollouts: Path, request_files: Path) -> int
     return len(found)
 
 
-def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
+def _keep(request: Request, rollouts: Path, signature: Signature, make: Any, store: Path,
           before: _Before | None = None, folder: Path | None = None) -> dict[str, Any]:
     """One rollout: made (by ``make``, else already by a batch, before which its files were as ``before`` says)
     beside its place, checked, then renamed into place; its record's result. ``folder``: a ``folder`` generator's
-    -g dir, whose file (the one to fix, not the copy) an invalid rollout's failure names."""
+    -g dir, whose file (the one to fix, not the copy) an invalid rollout's failure names. One that fails the check
+    is moved to ``REJECTED`` under the generation folder ``store`` (``_reject``), there to be looked at."""
     target, partial = rollouts / request.output, _partial(rollouts, request)
     blocked = blocking_parent(target)
     if blocked is not None:   # (so no partial beside it either)
@@ -1455,8 +1490,8 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
         if make is not None:
             _clear(partial)
             before = _Before.of(request, rollouts)
-            try:
-                make(request, partial)
+            try:   # absolute: under a relative --out, a generator that changed folder wrote where no one looked
+                make(request, partial.absolute())
             except GeneratorError as exc:   # a changed input is the likelier cause, and names its file
                 _untouched(request, before.inputs, exc)
                 raise
@@ -1469,14 +1504,18 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any,
             _untouched(request, before.inputs)
         if not os.path.lexists(partial):
             raise GeneratorError(f"{NO_ROLLOUT}{request.output}: the generator wrote nothing to the path it was "
-                                 f"given{_suffixed(partial)}")
+                                 f"given{_suffixed(partial) or f' ({partial.absolute()})'}")
         _unshared(partial)
         problems = check_rollout(request, partial)
         if problems:
-            raise InvalidRollout(_invalid(request, partial, problems,
-                                          None if folder is None else folder / request.output))
+            source = None if folder is None else folder / request.output   # the file to look at, when copied
+            raise InvalidRollout(_invalid(request, partial, problems, source)
+                                 + ("" if source is not None else _reject(partial, store / REJECTED, request.output)))
         _read_only(partial)
         os.replace(partial, target)
+        rejected = store / REJECTED / request.output
+        if blocking_parent(rejected) is None:   # an earlier run's rejected one: no longer this request's answer
+            _clear(rejected)
     finally:
         _clear(partial)
     # hashed once per process (``regular_sha256``): the validator's check of this record reuses it
@@ -1661,6 +1700,26 @@ def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> 
     return dataclasses.replace(summary, records={**summary.records, **changed},
                                n_failed=summary.n_failed + len(changed), n_done=summary.n_done - from_done,
                                n_reused=summary.n_reused - len(changed) + from_done)
+
+
+REJECTED = "rejected"   # in the run's GENERATION folder: the last rollout of each output that failed the check
+
+
+def _reject(partial: Path, rejects: Path, output: str) -> str:
+    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``rejects`` (an earlier one there
+    replaced), where it is never scored nor reused: it was deleted, and with it what a user would open to see what
+    went wrong. The words that name the folder (one for every sample: the run's "by reason" counts them as one
+    reason), "" when it could not be moved (it is then removed, as before)."""
+    rejected = rejects / output
+    try:
+        if blocking_parent(rejected) is not None:
+            return ""
+        rejected.parent.mkdir(parents=True, exist_ok=True)
+        _clear(rejected)
+        os.replace(partial, rejected)
+    except OSError:
+        return ""
+    return f" (kept to look at under {printable(str(rejects))})"
 
 
 def _suffixed(partial: Path) -> str:
