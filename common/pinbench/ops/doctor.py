@@ -186,8 +186,8 @@ def pins_in_cache(pins: Pins, names: Iterable[str] | None = None) -> list[Findin
 class Unusable:
     """An expected video that is no file to decode, or one that decodes but that its recipe cannot score: what it
     is (``pinbench.core.inputs.ENTRY_KINDS``: a dangling link, a folder, a name past its suffix, a bad name; or "too
-    short", "misnamed") and why, one line. The doctor counts it by that, apart from the files that do not decode: a user told "3 videos
-    do not decode" looked for broken files where there were links and names to fix."""
+    short", "misnamed") and why, one line. The doctor counts it by that, apart from the files that do not decode: a
+    user told "3 videos do not decode" looked for broken files where there were links and names to fix."""
 
     kind: str
     reason: str
