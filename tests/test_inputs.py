@@ -18,6 +18,7 @@ import pytest
 from pinbench.core.config import RecipeError
 from pinbench.core.inputs import (
     DIGESTS_FILE,
+    PAST_SUFFIX,
     InputDigests,
     InputFileError,
     InputKey,
@@ -89,6 +90,24 @@ def test_a_name_that_runs_past_its_suffix_fails_by_name_beside_the_videos_taken(
     assert tasks["z.mkv. ."].problem.startswith("its name ends in '. .' after .mkv")
     for name in ("x.mp4 ", "y.mp4.", "z.mkv. ."):
         assert tasks[name].sample_id.startswith("bad-name-") and tasks[name].input is None, name
+
+
+def test_a_name_past_its_suffix_in_unicode_spaces_fails_by_name_and_the_names_of_an_honest_folder_do_not(
+        tmp_path: Path) -> None:
+    """A no-break, thin or ideographic space or a zero-width one after the suffix hides as a space does: each was
+    skipped without a word. Names an honest folder holds are not caught: a download's ``.part``, a hidden file, a
+    double dot or suffix inside the name, a space before the suffix's letters."""
+    past = ("n.mp4\u00a0", "t.mp4\u2009", "i.mp4\u3000", "z.mp4\u200b", "d.mp4.\u00a0.")
+    honest = ("x.mp4.part", ".h.mp4.", "x..mp4", "x.mp4.mp4", "x. mp4", "x.mp4~")
+    for name in (*past, *honest):
+        (tmp_path / name).write_bytes(name.encode())
+    listed = {v.relative: v for v in list_inputs(tmp_path)}
+    assert sorted(listed) == sorted([*past, "x..mp4", "x.mp4.mp4"])
+    for name in past:
+        assert listed[name].kind == PAST_SUFFIX and listed[name].problem.endswith(
+            f"after .mp4, so it is not read as a .mp4 file: rename it to {name[0] + '.mp4'!r}"), name
+    assert listed["n.mp4\u00a0"].problem.startswith("its name ends in '\\xa0' after .mp4")
+    assert listed["x..mp4"].problem is None and listed["x.mp4.mp4"].problem is None
 
 
 def test_two_inputs_whose_ids_differ_only_in_unicode_composition_each_fail_by_name(tmp_path: Path) -> None:

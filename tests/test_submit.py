@@ -21,6 +21,7 @@ from toy_recipe import DECLARATION, toy_recipe
 from typer.testing import CliRunner
 
 from pinbench import cli
+from pinbench.core.config import RunConfig, Shard, checkpoint_noted
 from pinbench.core.deploy import DEFAULT_SCALE_OUT
 from pinbench.core.recipe import DeclarationError, get_recipe
 from pinbench.ops.generation import command_argv
@@ -1359,3 +1360,16 @@ def test_with_no_container_the_sample_cache_setting_is_written_into_each_script(
         env = dict(line.split("=", 1) for line in seen.with_name("seen-run").read_text().splitlines() if "=" in line)
         assert env.get("PINBENCH_SAMPLE_CACHE") == expected
         assert env["PINBENCH_SAMPLE_CACHE_MB"] == "100"
+
+
+@pytest.mark.parametrize(("said", "shard", "says"), [
+    ("but-shard-0", Shard(0, 8), True), ("but-shard-0", Shard(3, 8), False), ("but-shard-0", None, True),
+    ("1", Shard(0, 8), False), ("1", None, False), (None, Shard(3, 8), True)])
+def test_the_first_phase_s_shard_0_says_the_checkpoint_note_and_a_task_run_by_hand_says_it_too(
+        said: str | None, shard: Shard | None, says: bool, tmp_path: Path) -> None:
+    """Decided (review82b): with --skip-doctor shard 0 of the first phase says the typo note, or its one job where
+    it is not sharded. A submission's array always holds shard 0 (--array=0-N-1); where it fails before printing
+    the run is incomplete and that shard is run again, which says it then; a task run again by hand (no variable)
+    says it as well. No note is lost for good, and no task but one says it per submission."""
+    cfg = RunConfig(recipe="toy-bench", checkpoint="Toy-Nan0", out_dir=tmp_path, shard=shard)
+    assert checkpoint_noted(cfg, said) is not says

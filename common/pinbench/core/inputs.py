@@ -52,8 +52,11 @@ from pinbench.core.task import Task
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 DIGESTS_FILE = ".pinbench-input-digests.json"
-# what an entry that cannot be scored is (``InputFile.kind``), and ``bad name``: its name gives no sample id of its own
-ENTRY_KINDS = ("dangling link", "symlink loop", "unreadable", "vanished", "folder", "special file", "bad name")
+# what an entry that cannot be scored is (``InputFile.kind``; ``PAST_SUFFIX``: ``x.mp4.``), and ``bad name``: its name
+# gives no sample id of its own
+PAST_SUFFIX = "name past its suffix"
+ENTRY_KINDS = ("dangling link", "symlink loop", "unreadable", "vanished", "folder", "special file", PAST_SUFFIX,
+               "bad name")
 _LOCK = Path(".pinbench-locks") / ".input-digests"
 _FORMAT = 3   # 1: without ctime_ns; 2: keyed by the absolute path itself
 
@@ -124,7 +127,7 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
             if Path(name).suffix.lower() in suffixes or linked_folder:
                 found.append(InputFile(path.relative_to(root).as_posix(), path, *entry_problem(path)))
             elif (past := _past_suffix(name, suffixes)) is not None:   # skipped, it went unseen beside the rest
-                found.append(InputFile(path.relative_to(root).as_posix(), path, past, "bad name"))
+                found.append(InputFile(path.relative_to(root).as_posix(), path, past, PAST_SUFFIX))
     if not found:
         raise RecipeError(f"{root}: no {what} found (looked for {', '.join(suffixes)})")
     return sorted(found, key=lambda v: v.relative)
@@ -132,8 +135,11 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
 
 def _past_suffix(name: str, suffixes: Sequence[str]) -> str | None:
     """Why a name that ends in dots or spaces after an input's suffix (``x.mp4.``, ``x.mp4 ``: a typo a shell or
-    Windows hides) is no input of the run, or None for any other name."""
-    stripped = name.rstrip(". ")
+    Windows hides) is no input of the run, or None for any other name. A space is any Unicode one or an invisible
+    format character (a no-break space or a zero-width space pasted from a web page hides as well)."""
+    stripped = name
+    while stripped and (stripped[-1] == "." or stripped[-1].isspace() or unicodedata.category(stripped[-1]) == "Cf"):
+        stripped = stripped[:-1]
     suffix = Path(stripped).suffix
     if stripped == name or suffix.lower() not in suffixes:
         return None
@@ -176,9 +182,9 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
     (``x.mp4`` beside ``x.mkv``, or ``café.mp4`` composed beside ``café.mp4`` decomposed: two ids that read the
     same in every table). Such an input fails alone with the reason, under the id
     ``bad-name-<hash of its relative path>``; the rest of the run is not affected. So does an entry listed as a
-    bad name (``x.mp4 ``, whose id would be ``x``, as for ``x.mp4``), its entry's problem saying why.
+    name past its suffix (``x.mp4 ``, whose id would be ``x``, as for ``x.mp4``), its entry's problem saying why.
     """
-    natural = [None if v.kind == "bad name" else sample_id(root, v.path) for v in inputs]
+    natural = [None if v.kind == PAST_SUFFIX else sample_id(root, v.path) for v in inputs]
     owners: dict[str, list[tuple[str, str]]] = {}   # NFC id -> (id, shown name) of each input that reads as it
     for sid, entry in zip(natural, inputs, strict=True):
         if sid is not None:

@@ -39,6 +39,7 @@ from pinbench.core.files import (
     write_json_cache,
 )
 from pinbench.core.findings import Finding, ok, problem
+from pinbench.core.inputs import PAST_SUFFIX
 from pinbench.ops.network import fetch_command, fetching_as
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ _UNUSABLE_WORDS = {"decode": ("does not decode", "do not decode"),
                    "vanished": ("vanished while listed", "vanished while listed"),
                    "folder": ("is a folder", "are folders"),
                    "special file": ("is no regular file", "are no regular files"),
+                   PAST_SUFFIX: ("has a name that runs past its extension", "have names that run past their extension"),
                    "bad name": ("has a name that gives no sample id of its own",
                                 "have names that give no sample id of their own"),
                    "too short": ("is too short to score", "are too short to score"),
@@ -183,9 +185,9 @@ def pins_in_cache(pins: Pins, names: Iterable[str] | None = None) -> list[Findin
 @dataclass(frozen=True)
 class Unusable:
     """An expected video that is no file to decode, or one that decodes but that its recipe cannot score: what it
-    is (``pinbench.core.inputs.ENTRY_KINDS``: a dangling link, a folder, a bad name; or "too short", "misnamed")
-    and why, one line. The doctor counts it by that, apart from the files that do not decode: a user told "3 videos
-    do not decode" looked for broken files where there were links and names to fix."""
+    is (``pinbench.core.inputs.ENTRY_KINDS``: a dangling link, a folder, a name past its suffix, a bad name; or "too
+    short", "misnamed") and why, one line. The doctor counts it by that, apart from the files that do not decode: a
+    user told "3 videos do not decode" looked for broken files where there were links and names to fix."""
 
     kind: str
     reason: str
