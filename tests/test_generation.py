@@ -3927,6 +3927,30 @@ def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_no
     assert not rejected.exists() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
 
 
+@pytest.mark.parametrize("planted", ["rejected", "rejected/edge"])
+def test_a_symlink_planted_on_the_way_to_the_rejected_folder_is_not_followed_out_of_the_run(
+        tmp_path: Path, planted: str) -> None:
+    """A symlink at generation/rejected (or a folder in it) that leads out of the run directory: the rejected
+    rollout replaced the file there, and a later good rollout's clearing deleted it. Now the rollout is not kept
+    (removed, as when it cannot be moved) and nothing outside is touched."""
+    out, victim = tmp_path / "run", tmp_path / "victim"
+    assert _run(out, RENDER).exit_code == 0
+    (victim / "edge").mkdir(parents=True)
+    (victim / "edge" / "task_0000.mp4").write_bytes(b"precious")
+    (victim / "task_0000.mp4").write_bytes(b"precious")
+    link = out / "generation" / planted
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim if planted == "rejected" else victim / "edge")
+    outcome = _run(out, RENDER, mode="frames")
+    assert outcome.exit_code == 2
+    error = load_records(out / "generation")["edge.task_0000"].error
+    assert error == "invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9", error
+    assert _run(out, RENDER).exit_code == 0   # the good rollout's clearing of the rejected one
+    assert (victim / "edge" / "task_0000.mp4").read_bytes() == b"precious"
+    assert (victim / "task_0000.mp4").read_bytes() == b"precious"
+    assert link.is_symlink()
+
+
 def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_path: Path) -> None:
     """``pinbench check`` of a generating run said nothing of a file in its rollouts folder that no request names
     (the run named it once, as its generation ended): a note now, not a problem, as the scores are of the files its

@@ -1510,11 +1510,11 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any, sto
         if problems:
             source = None if folder is None else folder / request.output   # the file to look at, when copied
             raise InvalidRollout(_invalid(request, partial, problems, source)
-                                 + ("" if source is not None else _reject(partial, store / REJECTED, request.output)))
+                                 + ("" if source is not None else _reject(partial, store, request.output)))
         _read_only(partial)
         os.replace(partial, target)
         rejected = store / REJECTED / request.output
-        if blocking_parent(rejected) is None:   # an earlier run's rejected one: no longer this request's answer
+        if _rejects_inside(store, request.output):   # an earlier run's rejected one: no longer this request's answer
             _clear(rejected)
     finally:
         _clear(partial)
@@ -1705,14 +1705,15 @@ def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> 
 REJECTED = "rejected"   # in the run's GENERATION folder: the last rollout of each output that failed the check
 
 
-def _reject(partial: Path, rejects: Path, output: str) -> str:
-    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``rejects`` (an earlier one there
+def _reject(partial: Path, store: Path, output: str) -> str:
+    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``store``'s ``REJECTED`` (an earlier one there
     replaced), where it is never scored nor reused: it was deleted, and with it what a user would open to see what
     went wrong. The words that name the folder (one for every sample: the run's "by reason" counts them as one
     reason), "" when it could not be moved (it is then removed, as before)."""
+    rejects = store / REJECTED
     rejected = rejects / output
     try:
-        if blocking_parent(rejected) is not None:
+        if not _rejects_inside(store, output):
             return ""
         rejected.parent.mkdir(parents=True, exist_ok=True)
         _clear(rejected)
@@ -1720,6 +1721,14 @@ def _reject(partial: Path, rejects: Path, output: str) -> str:
     except OSError:
         return ""
     return f" (kept to look at under {printable(str(rejects))})"
+
+
+def _rejects_inside(store: Path, output: str) -> bool:
+    """Whether ``output``'s place under ``store``'s ``REJECTED`` folder lies inside it: no folder on the way is a
+    symlink (one planted at rejected/ or rejected/edge/ had the rejected rollout replace, and its clearing delete, a
+    file outside the run directory) nor a file."""
+    return (symlink_on_the_way(store, PurePosixPath(REJECTED, output).parent) is None
+            and blocking_parent(store / REJECTED / output) is None)
 
 
 def _suffixed(partial: Path) -> str:
