@@ -1404,6 +1404,29 @@ def test_escaped_braces_around_a_placeholder_fill_it_and_a_placeholder_program_i
     assert not (tmp_path / "run").exists()
 
 
+def test_an_interpreter_given_a_placeholder_as_its_script_is_refused_before_the_run(tmp_path: Path) -> None:
+    """``python {request} {out}`` ran the request's JSON as a Python script: every sample failed with a
+    SyntaxError after the run began. An interpreter whose script is a placeholder is refused in one line; one that
+    takes it as an argument after its script, ``-c`` code or ``-m`` module is not."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import command_argv
+
+    for command, name, program in (("python {request} {out}", "request", "python"),
+                                   ("env A=1 python3 -u ./{request} {out}", "request", "python3"),
+                                   ("timeout 1h bash -e {request} {out}", "request", "bash"),
+                                   ("python -W ignore {out}", "out", "python")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{command}")
+        assert str(caught.value) == (f"--generator command:{command}: {program} runs {{{name}}} as its script, a path "
+                                     "the run fills in (the request's JSON, the rollout), not a program: name the "
+                                     f"script first: {program} gen.py {{request}} {{out}}")
+    assert not (tmp_path / "run").exists()
+    for command in ("python gen.py {request} {out}", "python -c 'import gen' {request} {out}",
+                    "python -m gen {request} {out}", "bash -c 'gen \"$1\"' sh {out}", "python {{request}} {out}",
+                    "env -S 'python -u' gen.py {out}"):
+        assert command_argv(f"command:{command}")[-1] == "{out}"
+
+
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
     'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.

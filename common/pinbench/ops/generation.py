@@ -188,6 +188,13 @@ def command_argv(spec: str) -> list[str]:
     if program:   # (command:{out} ran the rollout's path, which is not there yet, for every sample)
         raise RecipeError(f"{flag}: its program is {{{program[0]}}}, a path the run fills in, not a program: give "
                           "command:PROGRAM ARGS... with {out} among the arguments")
+    script = None if strings else _interpreted(argv, at)   # python {request} ran the request's JSON as Python
+    run_as = [m["name"] for m in _BRACED.finditer(script or "") if m["name"] in PLACEHOLDERS and not m["dollar"]]
+    if run_as:
+        name = os.path.basename(argv[at])
+        raise RecipeError(f"{flag}: {name} runs {{{run_as[0]}}} as its script, a path the run fills in (the "
+                          f"request's JSON, the rollout), not a program: name the script first: {name} gen.py "
+                          "{request} {out}")
     split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
     if split:
         raise RecipeError(f"{flag}: {{{split[0]}}} inside env's -S (--split-string) string is split "
