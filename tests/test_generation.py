@@ -3989,6 +3989,23 @@ def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_
     assert f"{stray}: no request names it, so it is not scored" in result.notes, result.lines()
 
 
+def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(tmp_path: Path) -> None:
+    """Under ``--limit`` a video no request names may be a good rollout of a request the limit cut (an earlier
+    full run's): ``pinbench check`` said "no request names it" as of any run. It reads the limit from the
+    scorecard's config and says it, as the run's own line does."""
+    from pinbench.core.check import check_run
+
+    out = tmp_path / "run"
+    recipe = get_recipe("paibench-c")
+    assert run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=1, generator=RENDER,
+                                    options={"modalities": "edge"}, env={})).exit_code == 0
+    stray = out / "rollouts" / "edge" / "task_0003.mp4"
+    shutil.copyfile(out / "rollouts" / "edge" / "task_0000.mp4", stray)
+    result = check_run(out)
+    assert f"{stray}: no request of this --limit 1 run names it, so it is not scored" in result.notes, result.lines()
+    assert not [note for note in result.notes if "no request names it" in note], result.lines()
+
+
 def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """A command that added its own suffix to ``{out}`` (``out + '.mp4'``, as many a tool's ``--output`` does):
