@@ -1514,6 +1514,27 @@ def test_an_interpreter_s_missing_script_is_refused_before_anything_runs(tmp_pat
         check_program(argv)
 
 
+def test_a_path_that_starts_with_a_tilde_is_refused_saying_no_shell_expands_it(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python ~/gen.py {out}`` (quoted, as --generator is): no shell reads the command's words, so ``~`` is a
+    folder named ``~``. It was refused as "does not exist (in CWD ...)" of a file the user sees in their home; the
+    line now says why, and the path to write."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import check_program
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "gen.py").write_text("")
+    for argv, said in ((["python", "~/gen.py", "{out}"], "python's script '~/gen.py' does not exist (in "
+                                                         f"{os.getcwd()}, where the command runs)"),
+                       (["~/gen.sh", "{out}"], "program '~/gen.sh' does not exist")):
+        with pytest.raises(RecipeError) as caught:
+            check_program(argv)
+        where = tmp_path / argv[-2].removeprefix("~/")
+        assert str(caught.value) == (f"--generator command: {said} (no shell reads the command's words, so ~ is "
+                                     f"not your home: write {where}); give the path of "
+                                     f"{'the script' if 'script' in said else 'a program'}")
+
+
 def test_a_script_whose_env_shebang_names_a_program_not_on_path_is_refused(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``#!/usr/bin/env python3`` run where no python3 is on PATH failed every sample after the run began; an env

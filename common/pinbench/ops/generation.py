@@ -354,7 +354,7 @@ def check_program(argv: Sequence[str]) -> None:
         why = ("is a folder; give the path of a program" if os.path.isdir(program)
                else "is a symlink to nothing; give the path of a program" if os.path.islink(program)
                and not os.path.exists(program)
-               else "does not exist; give the path of a program" if not os.path.exists(program)
+               else f"does not exist{_tilde(program)}; give the path of a program" if not os.path.exists(program)
                else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
         raise RecipeError(f"--generator command: program {program!r} {why}")
     at = _wrapped(argv)[0] if wrapped else 0   # where the program is, when it is found as the first word is
@@ -362,7 +362,13 @@ def check_program(argv: Sequence[str]) -> None:
     if script is not None and not _BRACED.search(script) and not os.path.exists(script):
         where = "" if os.path.isabs(script) else f" (in {os.getcwd()}, where the command runs)"
         raise RecipeError(f"--generator command: {os.path.basename(argv[at])}'s script {script!r} does not "
-                          f"exist{where}; give the path of the script")
+                          f"exist{where}{_tilde(script)}; give the path of the script")
+
+
+def _tilde(path: str) -> str:
+    """The words that say why a path that starts with ``~`` is not found: no shell expands it."""
+    return (f" (no shell reads the command's words, so ~ is not your home: write {os.path.expanduser(path)})"
+            if path.startswith("~") else "")
 
 
 PYTHON = re.compile(r"python[\d.]*")   # python, python3, python3.11: an interpreter whose first operand is a script
