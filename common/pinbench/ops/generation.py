@@ -1719,8 +1719,8 @@ REJECTED = "rejected"   # in the run's GENERATION folder: the last rollout of ea
 
 
 def _reject(partial: Path, store: Path, output: str) -> str:
-    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``store``'s ``REJECTED`` (an earlier one there
-    replaced), where it is never scored nor reused: it was deleted, and with it what a user would open to see what
+    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``store``'s ``REJECTED`` (an earlier one
+    there replaced), where it is never scored nor reused: it was deleted, and with it what a user would open to see what
     went wrong. The words that name the folder (one for every sample: the run's "by reason" counts them as one
     reason), "" when it could not be moved (it is then removed, as before)."""
     rejects = store / REJECTED
