@@ -1404,6 +1404,29 @@ def test_escaped_braces_around_a_placeholder_fill_it_and_a_placeholder_program_i
     assert not (tmp_path / "run").exists()
 
 
+def test_an_interpreter_given_a_placeholder_as_its_script_is_refused_before_the_run(tmp_path: Path) -> None:
+    """``python {request} {out}`` ran the request's JSON as a Python script: every sample failed with a
+    SyntaxError after the run began. An interpreter whose script is a placeholder is refused in one line; one that
+    takes it as an argument after its script, ``-c`` code or ``-m`` module is not."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import command_argv
+
+    for command, name, program in (("python {request} {out}", "request", "python"),
+                                   ("env A=1 python3 -u ./{request} {out}", "request", "python3"),
+                                   ("timeout 1h bash -e {request} {out}", "request", "bash"),
+                                   ("python -W ignore {out}", "out", "python")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{command}")
+        assert str(caught.value) == (f"--generator command:{command}: {program} runs {{{name}}} as its script, a path "
+                                     "the run fills in (the request's JSON, the rollout), not a program: name the "
+                                     f"script first: {program} gen.py {{request}} {{out}}")
+    assert not (tmp_path / "run").exists()
+    for command in ("python gen.py {request} {out}", "python -c 'import gen' {request} {out}",
+                    "python -m gen {request} {out}", "bash -c 'gen \"$1\"' sh {out}", "python {{request}} {out}",
+                    "env -S 'python -u' gen.py {out}"):
+        assert command_argv(f"command:{command}")[-1] == "{out}"
+
+
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
     'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.
@@ -1489,6 +1512,27 @@ def test_an_interpreter_s_missing_script_is_refused_before_anything_runs(tmp_pat
                  ["python", "-", "{out}"], ["python", "{out}"], ["python", "-Wignore", "gen.py"],
                  ["env", "-C", "/", "python", "gen-nope.py"]):
         check_program(argv)
+
+
+def test_a_path_that_starts_with_a_tilde_is_refused_saying_no_shell_expands_it(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python ~/gen.py {out}`` (quoted, as --generator is): no shell reads the command's words, so ``~`` is a
+    folder named ``~``. It was refused as "does not exist (in CWD ...)" of a file the user sees in their home; the
+    line now says why, and the path to write."""
+    from pinbench.core.config import RecipeError
+    from pinbench.ops.generation import check_program
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "gen.py").write_text("")
+    for argv, said in ((["python", "~/gen.py", "{out}"], "python's script '~/gen.py' does not exist (in "
+                                                         f"{os.getcwd()}, where the command runs)"),
+                       (["~/gen.sh", "{out}"], "program '~/gen.sh' does not exist")):
+        with pytest.raises(RecipeError) as caught:
+            check_program(argv)
+        where = tmp_path / argv[-2].removeprefix("~/")
+        assert str(caught.value) == (f"--generator command: {said} (no shell reads the command's words, so ~ is "
+                                     f"not your home: write {where}); give the path of "
+                                     f"{'the script' if 'script' in said else 'a program'}")
 
 
 def test_a_script_whose_env_shebang_names_a_program_not_on_path_is_refused(tmp_path: Path,
@@ -3927,6 +3971,30 @@ def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_no
     assert not rejected.exists() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
 
 
+@pytest.mark.parametrize("planted", ["rejected", "rejected/edge"])
+def test_a_symlink_planted_on_the_way_to_the_rejected_folder_is_not_followed_out_of_the_run(
+        tmp_path: Path, planted: str) -> None:
+    """A symlink at generation/rejected (or a folder in it) that leads out of the run directory: the rejected
+    rollout replaced the file there, and a later good rollout's clearing deleted it. Now the rollout is not kept
+    (removed, as when it cannot be moved) and nothing outside is touched."""
+    out, victim = tmp_path / "run", tmp_path / "victim"
+    assert _run(out, RENDER).exit_code == 0
+    (victim / "edge").mkdir(parents=True)
+    (victim / "edge" / "task_0000.mp4").write_bytes(b"precious")
+    (victim / "task_0000.mp4").write_bytes(b"precious")
+    link = out / "generation" / planted
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim if planted == "rejected" else victim / "edge")
+    outcome = _run(out, RENDER, mode="frames")
+    assert outcome.exit_code == 2
+    error = load_records(out / "generation")["edge.task_0000"].error
+    assert error == "invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9", error
+    assert _run(out, RENDER).exit_code == 0   # the good rollout's clearing of the rejected one
+    assert (victim / "edge" / "task_0000.mp4").read_bytes() == b"precious"
+    assert (victim / "task_0000.mp4").read_bytes() == b"precious"
+    assert link.is_symlink()
+
+
 def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_path: Path) -> None:
     """``pinbench check`` of a generating run said nothing of a file in its rollouts folder that no request names
     (the run named it once, as its generation ended): a note now, not a problem, as the scores are of the files its
@@ -3940,6 +4008,23 @@ def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_
     result = check_run(out)
     assert result.exit_code == 0, result.lines()
     assert f"{stray}: no request names it, so it is not scored" in result.notes, result.lines()
+
+
+def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(tmp_path: Path) -> None:
+    """Under ``--limit`` a video no request names may be a good rollout of a request the limit cut (an earlier
+    full run's): ``pinbench check`` said "no request names it" as of any run. It reads the limit from the
+    scorecard's config and says it, as the run's own line does."""
+    from pinbench.core.check import check_run
+
+    out = tmp_path / "run"
+    recipe = get_recipe("paibench-c")
+    assert run_recipe(recipe.config(fixture=True, out_dir=out, offline=True, limit=1, generator=RENDER,
+                                    options={"modalities": "edge"}, env={})).exit_code == 0
+    stray = out / "rollouts" / "edge" / "task_0003.mp4"
+    shutil.copyfile(out / "rollouts" / "edge" / "task_0000.mp4", stray)
+    result = check_run(out)
+    assert f"{stray}: no request of this --limit 1 run names it, so it is not scored" in result.notes, result.lines()
+    assert not [note for note in result.notes if "no request names it" in note], result.lines()
 
 
 def test_a_video_a_generator_wrote_at_its_out_plus_a_suffix_is_named_in_its_sample_and_removed(

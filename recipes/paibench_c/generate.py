@@ -24,7 +24,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,6 @@ from pinbench.core.config import device_file_name
 from pinbench.core.files import (
     FileState,
     atomic_path,
-    counted,
     loads_finite_json,
     read_data_file,
     read_json_object,
@@ -127,7 +126,7 @@ def _copy_exact(src: Path, dst: Path, expected_sha: str, digests: InputDigests) 
 
 def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, digests: InputDigests,
                    min_frames: int = MIN_FRAMES, cache: ValidityCache | None = None,
-                   known: Collection[str] | None = None, failures: Mapping[str, str] | None = None,
+                   failures: Mapping[str, str] | None = None,
                    never: Mapping[str, str] | None = None) -> dict[str, Collected]:
     """Copy every valid rollout ``<name>.mp4`` of ``rollouts`` to ``videos/<name>.mp4`` byte for byte; report each.
 
@@ -135,17 +134,13 @@ def collect_videos(names: Sequence[str], rollouts: Path, videos_dir: Path, diges
     ``digests``, which read a file only when its state changed (``FileState``: an edit in place that sets the mtime
     back moves the ctime, a file renamed over it has another inode): the generation step hashed each rollout it kept,
     and a copy is remembered as it is made, so an unchanged rerun reads neither. Files in ``videos/`` that belong to
-    no name (nor to ``known``, the run's other tasks, e.g. outside ``--limit``) make the evaluator score extra
-    samples, so they are refused. ``failures``: why a rollout was not generated or is not as its request asks, said
+    no name (an earlier run's without ``--limit``) stay: the evaluator is given the videos of its tasks alone
+    (``evaluate.staged``). ``failures``: why a rollout was not generated or is not as its request asks, said
     for its task, which fails even where a file stands (an earlier generator's, or one swapped in after it was kept).
     ``never``: why no run generated a task's rollout (never made, so missing, not a failure of generation: said
     ``missing: <why>``).
     """
     videos_dir.mkdir(parents=True, exist_ok=True)
-    strays = sorted(p.name for p in videos_dir.glob("*.mp4") if p.stem not in {*names, *(known or ())})
-    if strays:
-        raise GenerationError(f"{videos_dir}: {counted(len(strays), 'video')} not in this run's task list "
-                              f"(e.g. {strays[0]}); the evaluator would score them; use a separate --out")
     cache = cache or ValidityCache()
     results: dict[str, Collected] = {}
     for name in names:

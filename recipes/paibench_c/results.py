@@ -64,9 +64,9 @@ def task_result(task_id: str, *, evaluator: Mapping[str, ModalityMetrics | None]
     for modality, parsed in evaluator.items():
         if never and modality in never:
             continue
-        if parsed is None:   # the task's own reason first: its invalid rollout left a subset with no video to score
-            errors[modality] = (modality_errors.get(f"{modality}/{task_id}") or
-                                modality_errors.get(modality, "not evaluated"))
+        if parsed is None:   # the task's own reason first: with it alone to evaluate, its invalid video left none
+            errors[modality] = modality_errors.get(f"{modality}/{task_id}") or modality_errors.get(modality,
+                                                                                                   "not evaluated")
             continue
         values = parsed.per_task.get(task_id)
         if values is None:

@@ -49,6 +49,7 @@ from pinbench.core.files import (
     first_names,
     loads_finite_json,
     not_regular,
+    read_json_object,
     read_regular_bytes,
     read_regular_text,
     regular_sha256,
@@ -581,7 +582,10 @@ def _unasked_rollouts(run_dir: Path, result: CheckResult) -> None:
         asked = read_requests(requests)
     except RequestError:
         return
-    result.notes.extend(unasked_lines(rollouts, asked))
+    # under --limit (the scorecard's config says) the file may be a good rollout of a request the limit cut
+    config = (read_json_object(run_dir / SCORECARD) or {}).get("config")
+    limit = config.get("limit") if isinstance(config, dict) else None
+    result.notes.extend(unasked_lines(rollouts, asked, limit if type(limit) is int and limit > 0 else None))
 
 
 def _check_rollouts(run_dir: Path, result: CheckResult) -> None:

@@ -188,6 +188,13 @@ def command_argv(spec: str) -> list[str]:
     if program:   # (command:{out} ran the rollout's path, which is not there yet, for every sample)
         raise RecipeError(f"{flag}: its program is {{{program[0]}}}, a path the run fills in, not a program: give "
                           "command:PROGRAM ARGS... with {out} among the arguments")
+    script = None if strings else _interpreted(argv, at)   # python {request} ran the request's JSON as Python
+    run_as = [m["name"] for m in _BRACED.finditer(script or "") if m["name"] in PLACEHOLDERS and not m["dollar"]]
+    if run_as:
+        name = os.path.basename(argv[at])
+        raise RecipeError(f"{flag}: {name} runs {{{run_as[0]}}} as its script, a path the run fills in (the "
+                          f"request's JSON, the rollout), not a program: name the script first: {name} gen.py "
+                          "{request} {out}")
     split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
     if split:
         raise RecipeError(f"{flag}: {{{split[0]}}} inside env's -S (--split-string) string is split "
@@ -347,7 +354,7 @@ def check_program(argv: Sequence[str]) -> None:
         why = ("is a folder; give the path of a program" if os.path.isdir(program)
                else "is a symlink to nothing; give the path of a program" if os.path.islink(program)
                and not os.path.exists(program)
-               else "does not exist; give the path of a program" if not os.path.exists(program)
+               else f"does not exist{_tilde(program)}; give the path of a program" if not os.path.exists(program)
                else f"is not executable; chmod +x it, or name its interpreter first (bash {program})")
         raise RecipeError(f"--generator command: program {program!r} {why}")
     at = _wrapped(argv)[0] if wrapped else 0   # where the program is, when it is found as the first word is
@@ -355,7 +362,13 @@ def check_program(argv: Sequence[str]) -> None:
     if script is not None and not _BRACED.search(script) and not os.path.exists(script):
         where = "" if os.path.isabs(script) else f" (in {os.getcwd()}, where the command runs)"
         raise RecipeError(f"--generator command: {os.path.basename(argv[at])}'s script {script!r} does not "
-                          f"exist{where}; give the path of the script")
+                          f"exist{where}{_tilde(script)}; give the path of the script")
+
+
+def _tilde(path: str) -> str:
+    """The words that say why a path that starts with ``~`` is not found: no shell expands it."""
+    return (f" (no shell reads the command's words, so ~ is not your home: write {os.path.expanduser(path)})"
+            if path.startswith("~") else "")
 
 
 PYTHON = re.compile(r"python[\d.]*")   # python, python3, python3.11: an interpreter whose first operand is a script
@@ -1510,11 +1523,11 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any, sto
         if problems:
             source = None if folder is None else folder / request.output   # the file to look at, when copied
             raise InvalidRollout(_invalid(request, partial, problems, source)
-                                 + ("" if source is not None else _reject(partial, store / REJECTED, request.output)))
+                                 + ("" if source is not None else _reject(partial, store, request.output)))
         _read_only(partial)
         os.replace(partial, target)
         rejected = store / REJECTED / request.output
-        if blocking_parent(rejected) is None:   # an earlier run's rejected one: no longer this request's answer
+        if _rejects_inside(store, request.output):   # an earlier run's rejected one: no longer this request's answer
             _clear(rejected)
     finally:
         _clear(partial)
@@ -1705,14 +1718,15 @@ def _overwritten(summary: RunSummary, rollouts: Path, digests: InputDigests) -> 
 REJECTED = "rejected"   # in the run's GENERATION folder: the last rollout of each output that failed the check
 
 
-def _reject(partial: Path, rejects: Path, output: str) -> str:
-    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``rejects`` (an earlier one there
-    replaced), where it is never scored nor reused: it was deleted, and with it what a user would open to see what
+def _reject(partial: Path, store: Path, output: str) -> str:
+    """Move a rollout that failed ``check_rollout`` to its ``output`` under ``store``'s ``REJECTED`` (an earlier one
+    there replaced), where it is never scored nor reused: it was deleted, and with it what a user would open to see what
     went wrong. The words that name the folder (one for every sample: the run's "by reason" counts them as one
     reason), "" when it could not be moved (it is then removed, as before)."""
+    rejects = store / REJECTED
     rejected = rejects / output
     try:
-        if blocking_parent(rejected) is not None:
+        if not _rejects_inside(store, output):
             return ""
         rejected.parent.mkdir(parents=True, exist_ok=True)
         _clear(rejected)
@@ -1720,6 +1734,14 @@ def _reject(partial: Path, rejects: Path, output: str) -> str:
     except OSError:
         return ""
     return f" (kept to look at under {printable(str(rejects))})"
+
+
+def _rejects_inside(store: Path, output: str) -> bool:
+    """Whether ``output``'s place under ``store``'s ``REJECTED`` folder lies inside it: no folder on the way is a
+    symlink (one planted at rejected/ or rejected/edge/ had the rejected rollout replace, and its clearing delete, a
+    file outside the run directory) nor a file."""
+    return (symlink_on_the_way(store, PurePosixPath(REJECTED, output).parent) is None
+            and blocking_parent(store / REJECTED / output) is None)
 
 
 def _suffixed(partial: Path) -> str:

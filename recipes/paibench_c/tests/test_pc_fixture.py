@@ -239,6 +239,19 @@ def test_the_evaluator_is_given_only_the_tasks_no_record_stands_for(tmp_path: Pa
     assert [seconds[second][t] for t in TASKS[:2]] == [seconds[first][t] for t in TASKS[:2]]   # from A's records
 
 
+def test_a_smaller_limit_in_the_same_out_scores_its_tasks_alone(tmp_path: Path, monkeypatch) -> None:
+    """A --limit run in a folder a run of every task filled was refused ("videos not in this run's task list ...
+    the evaluator would score them; use a separate --out"): the evaluator is given only its tasks' videos
+    (``staged``), so it runs, and its records are those of the full run."""
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", "off")
+    out = tmp_path / "a"
+    assert run_recipe(_cfg(out)).exit_code == 0
+    full = _per_sample(out)
+    outcome = run_recipe(_cfg(out, limit=2))
+    assert outcome.exit_code == 3 and "the reference is of 4 samples, this run has 2" in outcome.message
+    assert _per_sample(out) == {t: full[t] for t in TASKS[:2]}
+
+
 def _seconds(out: Path) -> dict[str, float]:
     return {r["sample_id"]: r["seconds"] for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
 
