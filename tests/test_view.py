@@ -1450,12 +1450,15 @@ def test_a_scorecard_kept_aside_shows_its_run_directorys_rollouts_where_they_are
     assert inputs.dir == moved and not inputs.aside
 
 
-def test_a_paibench_scorecard_kept_aside_reads_no_digest_from_the_reruns_stamp(tmp_path: Path) -> None:
+def test_a_paibench_scorecard_kept_aside_reads_no_digest_from_the_reruns_generation_records(tmp_path: Path) -> None:
+    from pinbench.core.store import encode_line, record_bytes
     from pinbench_recipes.paibench_c.view import sample_media as pai_media
 
     run = _bare_run(tmp_path / "pai", "paibench-c")
-    (run.dir / "depth").mkdir(parents=True)
-    (run.dir / "depth/eval_stamp.json").write_text(json.dumps({"inputs": {"videos": {"task_0001": "1" * 64}}}))
+    (run.dir / "generation/samples").mkdir(parents=True)
+    kept = SampleRecord("depth.task_0001", "ok", {"output": "depth/task_0001.mp4", "sha256": "1" * 64}, None,
+                        "0" * 64, 0.1)
+    (run.dir / "generation/samples/run.jsonl").write_bytes(encode_line(record_bytes(kept.to_json())))
     named = {v.label: v.expected_sha256 for v in pai_media(run, "task_0001", None).rollouts}
     assert named["depth"] == "1" * 64
     aside = dataclasses.replace(run, aside=True)

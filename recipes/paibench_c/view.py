@@ -1,5 +1,6 @@
 """What ``pinbench view`` shows of a PAI-Bench-C task (``pinbench.results.view``): the generated video of every
-modality (``<run>/<modality>/videos/<task>.mp4``, checked against the digest the evaluator's stamp recorded), and the
+modality (``<run>/<modality>/videos/<task>.mp4``, checked against the digest of the rollout the generation step kept),
+and the
 task's inputs from the rows the run wrote (``<run>/inputs/<modality>.jsonl``): the input video every modality is
 given, the depth and seg control videos, the prompt. The edge and blur controls are computed inside cosmos-framework
 from the input video; the run keeps no copy of them. Inputs are served from the dataset folder only (the fixture's,
@@ -9,11 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import loads_json, read_json_object, read_regular_text
+from pinbench.core.files import loads_json, read_regular_text
+from pinbench.core.run import GENERATION
+from pinbench.core.runner import load_records
+from pinbench.core.store import SAMPLES_DIR, StoreError
 from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Text, Video
 from pinbench_recipes.paibench_c.rows import MODALITIES
 
@@ -42,15 +47,25 @@ def _json_lines(path: Path) -> dict[str, dict[str, Any]]:
     return {row["name"]: row for row in rows if isinstance(row, dict) and isinstance(row.get("name"), str)}
 
 
+@dataclass(frozen=True)
+class Kept:
+    """The SHA-256 of each rollout the generation step kept, by request id (``<modality>.<task>``): the bytes every
+    task's record was scored from, whether this run evaluated it or took it from the sample cache (the scored task's
+    input hash covers them, and a scoring run fails a task whose rollout is no longer the one kept). The evaluator's
+    ``eval_stamp.json`` named only the tasks it was given. ``problem``: why the records could not be read."""
+
+    digests: dict[str, str]
+    problem: str | None = None
+
+
 @cache
-def _scored_digests(stamp: Path) -> dict[str, str]:
-    """Task -> SHA-256 of the generated video the evaluator scored (``eval_stamp.json``; none when it is no JSON
-    object of that form: a stamp cut or edited was a traceback that ended ``pinbench view``)."""
-    inputs = (read_json_object(stamp) or {}).get("inputs")
-    videos = inputs.get("videos") if isinstance(inputs, dict) else None
-    if not isinstance(videos, dict):
-        return {}
-    return {task: digest for task, digest in videos.items() if isinstance(digest, str)}
+def _kept(store: Path) -> Kept:
+    try:
+        records = load_records(store)
+    except (StoreError, ValueError, OSError) as exc:   # a store refused or unreadable: said, the videos unchecked
+        return Kept({}, f"{' '.join(str(exc).split())}: the generated videos are shown without their digest check")
+    results = {sid: r.result for sid, r in records.items() if r.ok and isinstance(r.result, Mapping)}
+    return Kept({sid: kept["sha256"] for sid, kept in results.items() if isinstance(kept.get("sha256"), str)})
 
 
 def _input(root: Path | None, label: str, recorded: Any) -> Video:
@@ -68,10 +83,17 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     media = SampleMedia()
     root = _dataset_root(run)
     modalities = [m for m in run.options.get("modalities") or MODALITIES if m in MODALITIES]
+    # a scorecard kept aside: the generation records are the rerun's, of other bytes maybe (its page says it keeps
+    # no digest)
+    kept = None if run.aside else _kept(run.dir / GENERATION)
+    if kept is not None and kept.problem is not None:
+        media.problems.append(kept.problem)
     prompt = None
     for modality in modalities:
-        # a scorecard kept aside: the stamp is the rerun's, of other bytes maybe (its page says it keeps no digest)
-        expected = None if run.aside else _scored_digests(run.dir / modality / "eval_stamp.json").get(sample_id)
+        expected = kept.digests.get(f"{modality}.{sample_id}") if kept is not None else None
+        if kept is not None and kept.problem is None and expected is None:
+            media.problems.append(f"{modality}: {run.dir / GENERATION / SAMPLES_DIR} keeps no digest of the rollout "
+                                  f"of {modality}.{sample_id}: its video is shown without the check")
         media.rollouts.append(Video(modality, MediaFile(run.dir, f"{modality}/videos/{sample_id}.mp4"), expected))
         row = _json_lines(run.dir / "inputs" / f"{modality}.jsonl").get(sample_id)
         if row is None:

@@ -1,28 +1,101 @@
-"""What ``pinbench view`` reads of a PAI-Bench-C run: a stamp or input rows file cut or edited is no traceback."""
+"""What ``pinbench view`` reads of a PAI-Bench-C run: each video checked against the rollout its task was scored from
+(evaluated by the run or taken from the sample cache), and generation records or input rows unreadable are no
+traceback."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from pinbench.results.view import RunInputs
-from pinbench_recipes.paibench_c import view
+from pinbench.core.files import sha256_file
+from pinbench.core.recipe import get_recipe
+from pinbench.ops.launch import run_recipe
+from pinbench.ops.view import MediaStore
+from pinbench.results.view import RunInputs, View, load_runs, view_module
+from pinbench_recipes.paibench_c import fixture, view
+from pinbench_recipes.paibench_c.rows import MODALITIES
 
-DIGEST = "a" * 64
+TASKS = [f"task_{i:04d}" for i in range(fixture.N_TASKS)]
+
+@pytest.fixture(scope="module")
+def cached_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A on 2 tasks, B on all 4 (tasks 0 and 1 taken from the sample cache), C on all 4 (every task taken from it):
+    one sample cache of their own."""
+    root = tmp_path_factory.mktemp("cached")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PINBENCH_SAMPLE_CACHE", str(root / "sample-cache"))
+        runs = {name: root / name for name in "ABC"}
+        run_recipe(get_recipe("paibench-c").config(out_dir=runs["A"], fixture=True, env={}, limit=2))
+        for name in "BC":
+            assert run_recipe(get_recipe("paibench-c").config(out_dir=runs[name], fixture=True, env={})).exit_code == 0
+    return runs
 
 
-@pytest.mark.parametrize("stamp", ["[1, 2]", '{"inputs": {"vid', "[" * 100_000 + "]" * 100_000,
-                                   '{"inputs": {"videos": {"task_0000": 5}}}', '{"inputs": 3}'])
-def test_a_stamp_cut_or_edited_is_read_as_no_digests(stamp: str, tmp_path: Path) -> None:
-    """``eval_stamp.json`` as a list, cut short, nested too deep, holding no digest strings: the page shows the video
-    without the digest check (an AttributeError or RecursionError ended ``pinbench view``)."""
-    (tmp_path / "eval_stamp.json").write_text(stamp)
-    assert view._scored_digests(tmp_path / "eval_stamp.json") == {}
-    (tmp_path / "eval_stamp.json").write_text(json.dumps({"inputs": {"videos": {"task_0000": DIGEST}}}))
-    assert view._scored_digests.__wrapped__(tmp_path / "eval_stamp.json") == {"task_0000": DIGEST}
+def _rollouts(run: Path, task: str, tmp_path: Path) -> dict[str, dict]:
+    view = View(load_runs([run]), view_module("paibench-c"))
+    entry = view.sample(view.ids.index(task), MediaStore(tmp_path / "previews").describe)["runs"][0]
+    assert entry["status"] == "ok"
+    return {r["label"]: {**r, "problems": entry["problems"]} for r in entry["rollouts"]}
+
+
+@pytest.mark.parametrize(("run", "cached"), [("B", TASKS[:2]), ("C", TASKS)])
+def test_every_video_is_checked_against_the_rollout_its_task_was_scored_from(cached_runs, run: str, cached: list[str],
+                                                                             tmp_path: Path) -> None:
+    """The digests came from each modality's ``eval_stamp.json``, which names only the tasks this run evaluated: the
+    videos of the tasks taken from the sample cache (B's first two; all of C's, which has no stamp) were shown
+    unchecked. Every one is checked now, against the rollout the generation step kept."""
+    out = cached_runs[run]
+    assert json.loads((out / "scorecard.json").read_text())["extra"]["from_sample_cache"] == cached
+    assert not (out / "edge" / "eval_stamp.json").exists() or cached != TASKS
+    for task in TASKS:
+        shown = _rollouts(out, task, tmp_path)
+        assert sorted(shown) == sorted(MODALITIES)
+        for modality, rollout in shown.items():
+            assert rollout["expected_sha256"] == sha256_file(out / modality / "videos" / f"{task}.mp4")
+            assert "mismatch" not in rollout and not [p for p in rollout["problems"] if "digest" in p]
+
+
+def test_a_cached_tasks_video_replaced_deleted_or_linked_after_the_run_is_said(cached_runs, tmp_path: Path) -> None:
+    """Hostile: in a copy of B, task_0000 (taken from the sample cache) has its edge video replaced by task_0001's,
+    its blur video deleted, its seg video a link to task_0001's inside the run: flagged as an evaluated task's is."""
+    run = Path(shutil.copytree(cached_runs["B"], tmp_path / "B", symlinks=True))
+    scored = {m: sha256_file(run / m / "videos" / "task_0000.mp4") for m in MODALITIES}
+    shutil.copyfile(run / "edge/videos/task_0001.mp4", run / "edge/videos/task_0000.mp4")
+    (run / "blur/videos/task_0000.mp4").unlink()
+    (run / "seg/videos/task_0000.mp4").unlink()
+    (run / "seg/videos/task_0000.mp4").symlink_to("task_0001.mp4")
+    shown = _rollouts(run, "task_0000", tmp_path)
+    other = sha256_file(run / "edge/videos/task_0001.mp4")
+    assert shown["edge"]["mismatch"] == (f"{run.resolve() / 'edge/videos/task_0000.mp4'} holds other bytes (sha256 "
+                                         f"{other[:12]}...) than the run scored ({scored['edge'][:12]}...)")
+    assert shown["blur"]["url"] is None and "task_0000.mp4: No such file or directory" in shown["blur"]["problem"]
+    assert shown["seg"]["expected_sha256"] == scored["seg"] and "holds other bytes" in shown["seg"]["mismatch"]
+    assert "mismatch" not in shown["depth"]
+
+
+def test_generation_records_that_cannot_be_read_are_said(cached_runs, tmp_path: Path) -> None:
+    """A generation store that is not the run's own folder (a link) is refused and said on the page, and a task's
+    rollout with no kept digest (its record gone) is said shown without the check: neither is a traceback."""
+    run = Path(shutil.copytree(cached_runs["C"], tmp_path / "C", symlinks=True))
+    store = run / "generation" / "samples"
+    shutil.move(store, tmp_path / "elsewhere")
+    store.symlink_to(tmp_path / "elsewhere")
+    shown = _rollouts(run, "task_0000", tmp_path)
+    assert all(r["expected_sha256"] is None for r in shown.values())
+    [said] = [p for p in shown["edge"]["problems"] if "digest" in p]
+    assert said.endswith(": the generated videos are shown without their digest check") and str(store) in said
+    run = Path(shutil.copytree(cached_runs["C"], tmp_path / "C-emptied", symlinks=True))   # a path not read yet
+    store = run / "generation" / "samples"
+    shutil.rmtree(store)
+    store.mkdir()
+    shown = _rollouts(run, "task_0000", tmp_path)
+    assert [p for p in shown["edge"]["problems"] if "digest" in p] == [
+        f"{m}: {store} keeps no digest of the rollout of {m}.task_0000: its video is shown without the check"
+        for m in MODALITIES]
 
 
 def test_an_input_row_cut_or_of_another_form_is_no_traceback(tmp_path: Path, monkeypatch) -> None:
