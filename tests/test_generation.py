@@ -3971,6 +3971,45 @@ def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_no
     assert not rejected.exists() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
 
 
+def test_a_stale_rejected_rollout_that_cannot_be_removed_fails_no_good_sample(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A good rollout, once in place, removes the rejected one an earlier run left for its output: where that removal
+    raised (a rejected/ the run may not write), the sample was recorded failed though its rollout was in place. Now
+    the sample is done and the file left is said once, by its path (root ignores chmod: the removal raises here)."""
+    from pinbench.ops import generation
+
+    out = tmp_path / "run"
+    rejected = out / "generation" / "rejected" / "edge" / "task_0000.mp4"
+    assert _run(out, RENDER, mode="frames").exit_code == 2 and rejected.is_file()
+    clear = generation._clear
+
+    def refused(path: Path) -> None:
+        if "rejected" in path.parts:
+            raise PermissionError(13, "Permission denied", str(path))
+        clear(path)
+
+    monkeypatch.setattr(generation, "_clear", refused)
+    capfd.readouterr()
+    outcome = _run(out, RENDER)
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 0, said
+    assert all(record.ok for record in load_records(out / "generation").values())
+    assert said.count(f"generate: {rejected}: an earlier run's rejected rollout of edge/task_0000.mp4, not removed "
+                      "(Permission denied); the rollout kept in its place passed the check\n") == 1, said
+    assert rejected.is_file() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
+
+
+def test_the_rejected_folder_is_named_by_its_absolute_path_under_a_relative_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a relative --out the reason named ``run/generation/rejected`` where the sample's other words name
+    absolute paths."""
+    monkeypatch.chdir(tmp_path)
+    assert _run(Path("run"), RENDER, mode="frames").exit_code == 2
+    error = load_records(tmp_path / "run" / "generation")["edge.task_0000"].error
+    assert error == ("invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9 (kept to look at under "
+                     f"{tmp_path}/run/generation/rejected)"), error
+
+
 @pytest.mark.parametrize("planted", ["rejected", "rejected/edge"])
 def test_a_symlink_planted_on_the_way_to_the_rejected_folder_is_not_followed_out_of_the_run(
         tmp_path: Path, planted: str) -> None:

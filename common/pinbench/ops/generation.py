@@ -1526,9 +1526,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any, sto
                                  + ("" if source is not None else _reject(partial, store, request.output)))
         _read_only(partial)
         os.replace(partial, target)
-        rejected = store / REJECTED / request.output
-        if _rejects_inside(store, request.output):   # an earlier run's rejected one: no longer this request's answer
-            _clear(rejected)
+        _clear_rejected(store, request.output)
     finally:
         _clear(partial)
     # hashed once per process (``regular_sha256``): the validator's check of this record reuses it
@@ -1733,7 +1731,22 @@ def _reject(partial: Path, store: Path, output: str) -> str:
         os.replace(partial, rejected)
     except OSError:
         return ""
-    return f" (kept to look at under {printable(str(rejects))})"
+    return f" (kept to look at under {printable(str(rejects.absolute()))})"   # as the sample's other paths
+
+
+def _clear_rejected(store: Path, output: str) -> None:
+    """Remove the rejected rollout an earlier run left for ``output`` (``_reject``), once a rollout for it passed
+    the check: it is no longer that request's answer. One that cannot be removed (a ``REJECTED`` the run may not
+    write) is said by its path and left: it failed a sample whose rollout was in place."""
+    rejected = store / REJECTED / output
+    if not _rejects_inside(store, output):
+        return
+    try:
+        _clear(rejected)
+    except OSError as exc:
+        print(f"generate: {printable(str(rejected.absolute()))}: an earlier run's rejected rollout of "
+              f"{printable(output)}, not removed ({exc.strerror or exc}); the rollout kept in its place passed the "
+              "check", file=sys.stderr, flush=True)
 
 
 def _rejects_inside(store: Path, output: str) -> bool:
