@@ -1404,6 +1404,33 @@ def test_escaped_braces_around_a_placeholder_fill_it_and_a_placeholder_program_i
     assert not (tmp_path / "run").exists()
 
 
+def test_any_run_of_braces_around_a_placeholder_reads_as_python_format_reads_it() -> None:
+    """``{{{{out}}}}`` gave ``{{/path}}`` where Python's format gives the literal ``{{out}}``: each ``{{`` and ``}}``
+    is a literal brace, an odd one left opens or closes the placeholder. Filled as ``str.format`` fills the same
+    word; a run it refuses (a brace left unpaired on one side alone) is refused before the run, in one line."""
+    from pinbench.ops.generation import _filled, command_argv
+
+    values = {"out": "/runs/x/it's.mp4", "request": "/runs/x/request.json"}
+    for name in ("out", "request"):
+        for opening in range(1, 6):
+            for closing in range(1, 6):
+                for before in ("", "--x=", "$"):
+                    run = f"{'{' * opening}{name}{'}' * closing}"
+                    word = f"{before}{run}.txt"
+                    if before == "$" and opening == 1:
+                        continue   # ${out}: a shell variable's form, refused as no variable
+                    try:
+                        expected = word.format(**values)
+                    except ValueError:
+                        with pytest.raises(RecipeError, match=(
+                                rf"^--generator command:gen {re.escape(word)} {{out}}: {re.escape(run)}: an unpaired "
+                                rf"brace around {{{name}}}")):
+                            command_argv(f"command:gen {word} {{out}}")
+                        continue
+                    assert command_argv(f"command:gen {word} {{out}}")[1] == word
+                    assert _filled(word, values) == expected, word
+
+
 def test_an_interpreter_given_a_placeholder_as_its_script_is_refused_before_the_run(tmp_path: Path) -> None:
     """``python {request} {out}`` ran the request's JSON as a Python script: every sample failed with a
     SyntaxError after the run began. An interpreter whose script is a placeholder is refused in one line; one that

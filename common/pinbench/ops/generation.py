@@ -175,44 +175,50 @@ def command_argv(spec: str) -> list[str]:
     flag = f"--generator {redact(spec, secret_flag_values(argv))}"   # its secret flags' values hidden
     if not argv:   # refused here, before the run begins (--move-aside, the docker image check), as no {out} is
         raise RecipeError(f"{flag}: names no program to run: give command:PROGRAM ARGS... with {{out}} among them")
-    braced = [m for arg in argv for m in _BRACED.finditer(arg)]   # every {name}, ${name} and {{literal}} of its words
-    unknown = sorted({m["name"] for m in braced if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
+    braced = [b for arg in argv for b in _braced(arg)]   # every {name}, ${name} and {{literal}} of its words
+    unpaired = [b for b in braced if not b.paired]
+    if unpaired:   # Python's format refuses it too ("Single '}' encountered")
+        b = unpaired[0]
+        raise RecipeError(f"{flag}: {b.text}: an unpaired brace around {{{b.name}}} (each {{{{ and }}}} is a literal "
+                          f"brace, as Python's format reads them): write {{{b.name}}} for the path, {{{{{b.name}}}}} "
+                          f"for a literal {{{b.name}}}")
+    unknown = sorted({b.name for b in braced if b.placeholder and b.name not in PLACEHOLDERS})
     if unknown:
         name = unknown[0]
         raise RecipeError(f"{flag}: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
     at, strings = _wrapped(argv)   # the program, after the wrappers before it (in env -S's string, if any)
-    program = [m["name"] for m in [_BRACED.fullmatch(argv[at]) if at < len(argv) and not strings else None]
-               if m is not None and m["name"] in PLACEHOLDERS and not m["dollar"]]
+    program = [b.name for b in (_braced(argv[at]) if at < len(argv) and not strings else [])
+               if b.text == argv[at] and b.placeholder and b.name in PLACEHOLDERS]
     if program:   # (command:{out} ran the rollout's path, which is not there yet, for every sample)
         raise RecipeError(f"{flag}: its program is {{{program[0]}}}, a path the run fills in, not a program: give "
                           "command:PROGRAM ARGS... with {out} among the arguments")
     script = None if strings else _interpreted(argv, at)   # python {request} ran the request's JSON as Python
-    run_as = [m["name"] for m in _BRACED.finditer(script or "") if m["name"] in PLACEHOLDERS and not m["dollar"]]
+    run_as = [b.name for b in _braced(script or "") if b.placeholder and b.name in PLACEHOLDERS]
     if run_as:
         name = os.path.basename(argv[at])
         raise RecipeError(f"{flag}: {name} runs {{{run_as[0]}}} as its script, a path the run fills in (the "
                           f"request's JSON, the rollout), not a program: name the script first: {name} gen.py "
                           "{request} {out}")
-    split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
+    split = [b.name for words in _wrapped(argv)[1] for b in _braced(words) if not b.literal and b.name in PLACEHOLDERS]
     if split:
         raise RecipeError(f"{flag}: {{{split[0]}}} inside env's -S (--split-string) string is split "
                           "into words by env itself, so a path with a space breaks the command; pass the paths as "
                           f"words after the string: env -S 'gen --request' {{request}} --out {{out}}")
     shell, script = _shell_script(argv) or ("", "")
-    pasted = [m["name"] for m in _BRACED.finditer(script) if m["name"] in PLACEHOLDERS]
+    pasted = [b.name for b in _braced(script) if not b.literal and b.name in PLACEHOLDERS]
     if pasted:
         raise RecipeError(f"{flag}: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
                           "so a path with a space or a quote breaks the script; pass the paths as the script's "
                           f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
-    dollar = sorted({m["name"] for m in braced if m["dollar"] and m["name"] in PLACEHOLDERS})
+    dollar = sorted({b.name for b in braced if b.shell and b.name in PLACEHOLDERS})
     if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
         raise RecipeError(f"{flag}: ${{{dollar[0]}}} is no variable (no shell reads the command's "
                           f"words): write {{{dollar[0]}}} for the path")
     # the command learns where to write only from {out} (the request's file holds no path, and a rollout written
     # elsewhere is refused): without it every sample failed, after the run began
-    if not any(m["name"] == "out" for m in braced):
+    if not any(b.placeholder and b.name == "out" for b in braced):
         raise RecipeError(f"{flag}: its argv names no {{out}}, so it is never told where to write the "
                           "rollout: add {out} (a word of its own, or a shell script's argument: "
                           "sh -c 'gen --out \"$1\"' sh {out})")
@@ -738,23 +744,57 @@ def source_sha256(target: str, generator: object) -> dict[str, str]:
 
 
 PLACEHOLDERS = ("request", "out")   # what a command's argv names in braces: the request's file, the rollout's path
-# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; {{{NAME}}} the placeholder in a literal brace
-# pair, as Python's format reads it (it was a literal {NAME} and a "}": the path never filled in); ${NAME} of a name
-# that is no placeholder, a shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON,
-# ``{{.Id}}``) are not looked at
-_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}"
-                     r"|(?P<wrap>\{\{(?=\{[A-Za-z_][\w-]*\}\}\}))?(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}(?(wrap)\}\})")
+# a name in a run of braces in a command's argv (``_Braced``); other braces (JSON, ``{{.Id}}``) are not looked at
+_BRACED = re.compile(r"(?P<opening>\{+)(?P<name>[A-Za-z_][\w-]*)(?P<closing>\}+)")
+
+
+@dataclass(frozen=True)
+class _Braced:
+    """A name in a run of braces (``_BRACED``), read as Python's format reads it: each ``{{`` and ``}}`` a literal
+    brace, an odd one left on each side the placeholder (``{out}`` the path, ``{{out}}`` a literal ``{out}``,
+    ``{{{out}}}`` the path in braces, ``{{{{out}}}}`` a literal ``{{out}}``: it was ``{{/path}}``); ``${NAME}`` a
+    shell's variable (``bash -c '... ${HOME}'``), left as written."""
+
+    text: str
+    name: str
+    opening: int
+    closing: int
+    shell: bool
+
+    @classmethod
+    def of(cls, match: re.Match[str]) -> _Braced:
+        opening = len(match["opening"])
+        return cls(match[0], match["name"], opening, len(match["closing"]),
+                   opening == 1 and match.string[:match.start()].endswith("$"))
+
+    @property
+    def placeholder(self) -> bool:
+        return not self.shell and self.opening % 2 == 1
+
+    @property
+    def literal(self) -> bool:
+        return not self.shell and self.opening % 2 == 0
+
+    @property
+    def paired(self) -> bool:
+        """Whether format reads it: a brace left on both sides or on neither (``{{out}``: "Single '}'")."""
+        return self.shell or self.opening % 2 == self.closing % 2
+
+    def filled(self, values: Mapping[str, str]) -> str:
+        if self.shell:
+            return self.text
+        inner = values[self.name] if self.placeholder else self.name
+        return "{" * (self.opening // 2) + inner + "}" * (self.closing // 2)
+
+
+def _braced(text: str) -> list[_Braced]:
+    """Every name in a run of braces in ``text``."""
+    return [_Braced.of(match) for match in _BRACED.finditer(text)]
 
 
 def _filled(arg: str, values: Mapping[str, str]) -> str:
-    """One argument of a command with its placeholders replaced (``_BRACED``); ``values`` has every placeholder."""
-    def one(match: re.Match[str]) -> str:
-        if match["literal"]:
-            return "{" + match["literal"] + "}"
-        if match["name"] in values and not match["dollar"]:
-            return "{" + values[match["name"]] + "}" if match["wrap"] else values[match["name"]]
-        return match[0]   # ${NAME}: the shell's
-    return _BRACED.sub(one, arg)
+    """One argument of a command with its placeholders replaced (``_Braced``); ``values`` has every placeholder."""
+    return _BRACED.sub(lambda match: _Braced.of(match).filled(values), arg)
 
 
 def _generating(request_id: str) -> str:
