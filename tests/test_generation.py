@@ -1454,6 +1454,37 @@ def test_an_interpreter_given_a_placeholder_as_its_script_is_refused_before_the_
         assert command_argv(f"command:{command}")[-1] == "{out}"
 
 
+def test_a_placeholder_outside_a_string_in_python_c_code_is_refused_and_the_code_s_arguments_carry_the_path(
+        tmp_path: Path) -> None:
+    """``python -c "open({out}, 'wb')"`` pasted the path into the code unquoted: a SyntaxError for every sample,
+    after the run began. Refused before the run, in one line saying to pass the paths as the code's arguments
+    (in quotes, a path with a quote breaks it too); one in a string literal, or after the code, is taken."""
+    from pinbench.ops.generation import _run_command, command_argv
+
+    for command, name, python in (("python -c \"open({out}, 'wb')\"", "out", "python"),
+                                  ("timeout 1h python3 -u -c 'import gen; gen.run({request}, \"{out}\")'",
+                                   "request", "python3"),
+                                  ("env A=1 python -Bc 'x = {out}' {out}", "out", "python"),
+                                  ("python -c'open({{{out}}})'", "out", "python")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{command}")
+        assert str(caught.value) == (
+            f"--generator command:{command}: {{{name}}} in {python} -c code is outside a string, so the path is "
+            "pasted in as code (a SyntaxError); pass the paths as the code's arguments, as a quoted one breaks on "
+            f"a path with a quote: {python} -c 'import sys; gen(sys.argv[1], sys.argv[2])' {{request}} {{out}}")
+    assert list(tmp_path.iterdir()) == []
+    for command in ("python -c \"open('{out}', 'wb')\"", "python -c 'open(\"\"\"{{{out}}}\"\"\")'",
+                    "python -c 'x = {{out}}' {out}", "python -c 'x = 1  # {out}'", "python gen.py -c {out}",
+                    "python -m gen -c {out}"):
+        assert command_argv(f"command:{command}")
+    code = "import json, sys; f = open(sys.argv[2], 'w'); f.write(json.load(open(sys.argv[1]))['id'])"
+    out = tmp_path / "a run" / "it's.mp4"
+    out.parent.mkdir()
+    _run_command(command_argv(f"command:{sys.executable} -c \"{code}\" {{request}} {{out}}"), _request(), out, 60,
+                 tmp_path / "log", tmp_path)
+    assert out.read_text() == "t2v-000"
+
+
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """A program not on PATH (or a path that is no executable file) failed every sample with "cannot run
     'nonexistent-binary': No such file or directory" after the run began: refused first, in one line naming it.

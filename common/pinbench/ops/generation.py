@@ -28,6 +28,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import inspect
+import io
 import json
 import os
 import re
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tokenize
 import traceback
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -212,6 +214,13 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"{flag}: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
                           "so a path with a space or a quote breaks the script; pass the paths as the script's "
                           f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
+    python = os.path.basename(argv[at]) if at < len(argv) else ""
+    unquoted = _outside_strings(_interpreted(argv, at, code=True) or "") if not strings else []
+    if unquoted:   # python -c "open({out}, 'wb')": a SyntaxError for every sample, after the run began
+        raise RecipeError(f"{flag}: {{{unquoted[0]}}} in {python} -c code is outside a string, so the path is pasted "
+                          "in as code (a SyntaxError); pass the paths as the code's arguments, as a quoted one breaks "
+                          f"on a path with a quote: {python} -c 'import sys; gen(sys.argv[1], sys.argv[2])' "
+                          "{request} {out}")
     dollar = sorted({b.name for b in braced if b.shell and b.name in PLACEHOLDERS})
     if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
         raise RecipeError(f"{flag}: ${{{dollar[0]}}} is no variable (no shell reads the command's "
@@ -381,10 +390,12 @@ PYTHON = re.compile(r"python[\d.]*")   # python, python3, python3.11: an interpr
 PYTHON_VALUED = frozenset("WX")   # its options whose value is the rest of the word or the next one (-W ignore, -X dev)
 
 
-def _interpreted(argv: Sequence[str], at: int) -> str | None:
+def _interpreted(argv: Sequence[str], at: int, *, code: bool = False) -> str | None:
     """The script file the interpreter ``argv[at]`` (a Python or a shell, ``SHELLS``) runs: its first operand after
     its options (``python -u gen.py``, ``bash -e ./gen.sh``); None for another program, or one that runs no file
-    (``-c`` code, ``-m`` a module, ``-s`` or ``-`` stdin). A misspelt one failed every sample, after the run began."""
+    (``-c`` code, ``-m`` a module, ``-s`` or ``-`` stdin). A misspelt one failed every sample, after the run began.
+    With ``code``, the code a Python's ``-c`` runs instead (the rest of its word, else the next word), None where it
+    runs none."""
     if at >= len(argv):
         return None
     name = os.path.basename(argv[at])
@@ -395,7 +406,7 @@ def _interpreted(argv: Sequence[str], at: int) -> str | None:
     words = iter(argv[at + 1:])
     for word in words:
         if word == "--":
-            return next(words, None)
+            return None if code else next(words, None)
         if word == "-":
             return None
         if word.startswith("--") or not python and word in SHELL_VALUED:
@@ -405,14 +416,27 @@ def _interpreted(argv: Sequence[str], at: int) -> str | None:
         if word[:1] == "-" or not python and word[:1] == "+" and len(word) > 1:
             for number, letter in enumerate(word[1:], 2):
                 if letter in ends:
-                    return None
+                    return (word[number:] or next(words, None)) if code and python and letter == "c" else None
                 if letter in valued:   # its value: the rest of this word, else the next word
                     if number == len(word):
                         next(words, None)
                     break
             continue
-        return word
+        return None if code else word
     return None
+
+
+def _outside_strings(code: str) -> list[str]:
+    """The placeholders in Python ``code`` that are outside its string literals (and comments), where the path is
+    pasted in as code; none where the code does not tokenize (Python says why, as it runs)."""
+    marks = {name: f"_pinbench_{name}_placeholder" for name in PLACEHOLDERS}
+    strings = {tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(_filled(code, marks)).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    return [name for token in tokens if token.type not in strings
+            for name, mark in marks.items() if mark in token.string]
 
 
 def _wrapped_program(argv: Sequence[str]) -> str | None:
