@@ -1404,6 +1404,33 @@ def test_escaped_braces_around_a_placeholder_fill_it_and_a_placeholder_program_i
     assert not (tmp_path / "run").exists()
 
 
+def test_any_run_of_braces_around_a_placeholder_reads_as_python_format_reads_it() -> None:
+    """``{{{{out}}}}`` gave ``{{/path}}`` where Python's format gives the literal ``{{out}}``: each ``{{`` and ``}}``
+    is a literal brace, an odd one left opens or closes the placeholder. Filled as ``str.format`` fills the same
+    word; a run it refuses (a brace left unpaired on one side alone) is refused before the run, in one line."""
+    from pinbench.ops.generation import _filled, command_argv
+
+    values = {"out": "/runs/x/it's.mp4", "request": "/runs/x/request.json"}
+    for name in ("out", "request"):
+        for opening in range(1, 6):
+            for closing in range(1, 6):
+                for before in ("", "--x=", "$"):
+                    run = f"{'{' * opening}{name}{'}' * closing}"
+                    word = f"{before}{run}.txt"
+                    if before == "$" and opening == 1:
+                        continue   # ${out}: a shell variable's form, refused as no variable
+                    try:
+                        expected = word.format(**values)
+                    except ValueError:
+                        with pytest.raises(RecipeError, match=(
+                                rf"^--generator command:gen {re.escape(word)} {{out}}: {re.escape(run)}: an unpaired "
+                                rf"brace around {{{name}}}")):
+                            command_argv(f"command:gen {word} {{out}}")
+                        continue
+                    assert command_argv(f"command:gen {word} {{out}}")[1] == word
+                    assert _filled(word, values) == expected, word
+
+
 def test_an_interpreter_given_a_placeholder_as_its_script_is_refused_before_the_run(tmp_path: Path) -> None:
     """``python {request} {out}`` ran the request's JSON as a Python script: every sample failed with a
     SyntaxError after the run began. An interpreter whose script is a placeholder is refused in one line; one that
@@ -1425,6 +1452,37 @@ def test_an_interpreter_given_a_placeholder_as_its_script_is_refused_before_the_
                     "python -m gen {request} {out}", "bash -c 'gen \"$1\"' sh {out}", "python {{request}} {out}",
                     "env -S 'python -u' gen.py {out}"):
         assert command_argv(f"command:{command}")[-1] == "{out}"
+
+
+def test_a_placeholder_outside_a_string_in_python_c_code_is_refused_and_the_code_s_arguments_carry_the_path(
+        tmp_path: Path) -> None:
+    """``python -c "open({out}, 'wb')"`` pasted the path into the code unquoted: a SyntaxError for every sample,
+    after the run began. Refused before the run, in one line saying to pass the paths as the code's arguments
+    (in quotes, a path with a quote breaks it too); one in a string literal, or after the code, is taken."""
+    from pinbench.ops.generation import _run_command, command_argv
+
+    for command, name, python in (("python -c \"open({out}, 'wb')\"", "out", "python"),
+                                  ("timeout 1h python3 -u -c 'import gen; gen.run({request}, \"{out}\")'",
+                                   "request", "python3"),
+                                  ("env A=1 python -Bc 'x = {out}' {out}", "out", "python"),
+                                  ("python -c'open({{{out}}})'", "out", "python")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{command}")
+        assert str(caught.value) == (
+            f"--generator command:{command}: {{{name}}} in {python} -c code is outside a string, so the path is "
+            "pasted in as code (a SyntaxError); pass the paths as the code's arguments, as a quoted one breaks on "
+            f"a path with a quote: {python} -c 'import sys; gen(sys.argv[1], sys.argv[2])' {{request}} {{out}}")
+    assert list(tmp_path.iterdir()) == []
+    for command in ("python -c \"open('{out}', 'wb')\"", "python -c 'open(\"\"\"{{{out}}}\"\"\")'",
+                    "python -c 'x = {{out}}' {out}", "python -c 'x = 1  # {out}'", "python gen.py -c {out}",
+                    "python -m gen -c {out}"):
+        assert command_argv(f"command:{command}")
+    code = "import json, sys; f = open(sys.argv[2], 'w'); f.write(json.load(open(sys.argv[1]))['id'])"
+    out = tmp_path / "a run" / "it's.mp4"
+    out.parent.mkdir()
+    _run_command(command_argv(f"command:{sys.executable} -c \"{code}\" {{request}} {{out}}"), _request(), out, 60,
+                 tmp_path / "log", tmp_path)
+    assert out.read_text() == "t2v-000"
 
 
 def test_a_command_generator_whose_program_cannot_run_here_is_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -3969,6 +4027,45 @@ def test_a_rollout_that_fails_the_check_is_kept_aside_to_look_at_never_scored_no
         assert video_info(rejected).n_frames == 10
     assert _run(out, RENDER).exit_code == 0
     assert not rejected.exists() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
+
+
+def test_a_stale_rejected_rollout_that_cannot_be_removed_fails_no_good_sample(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A good rollout, once in place, removes the rejected one an earlier run left for its output: where that removal
+    raised (a rejected/ the run may not write), the sample was recorded failed though its rollout was in place. Now
+    the sample is done and the file left is said once, by its path (root ignores chmod: the removal raises here)."""
+    from pinbench.ops import generation
+
+    out = tmp_path / "run"
+    rejected = out / "generation" / "rejected" / "edge" / "task_0000.mp4"
+    assert _run(out, RENDER, mode="frames").exit_code == 2 and rejected.is_file()
+    clear = generation._clear
+
+    def refused(path: Path) -> None:
+        if "rejected" in path.parts:
+            raise PermissionError(13, "Permission denied", str(path))
+        clear(path)
+
+    monkeypatch.setattr(generation, "_clear", refused)
+    capfd.readouterr()
+    outcome = _run(out, RENDER)
+    said = capfd.readouterr().err
+    assert outcome.exit_code == 0, said
+    assert all(record.ok for record in load_records(out / "generation").values())
+    assert said.count(f"generate: {rejected}: an earlier run's rejected rollout of edge/task_0000.mp4, not removed "
+                      "(Permission denied); the rollout kept in its place passed the check\n") == 1, said
+    assert rejected.is_file() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
+
+
+def test_the_rejected_folder_is_named_by_its_absolute_path_under_a_relative_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a relative --out the reason named ``run/generation/rejected`` where the sample's other words name
+    absolute paths."""
+    monkeypatch.chdir(tmp_path)
+    assert _run(Path("run"), RENDER, mode="frames").exit_code == 2
+    error = load_records(tmp_path / "run" / "generation")["edge.task_0000"].error
+    assert error == ("invalid rollout: edge/task_0000.mp4: 10 frames, the request asks 9 (kept to look at under "
+                     f"{tmp_path}/run/generation/rejected)"), error
 
 
 @pytest.mark.parametrize("planted", ["rejected", "rejected/edge"])

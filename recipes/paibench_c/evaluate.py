@@ -348,15 +348,28 @@ def staged(modality_dir: Path, tasks: Collection[str]) -> Path:
 def merge_outputs(pending: Path, modality_dir: Path) -> None:
     """Move what the evaluator wrote beside ``pending/videos`` to the same place in the modality folder (a task's
     masks to ``segmentation/``, its visualisations), then remove ``pending/``: the folder reads the same however many
-    videos the evaluator scored."""
+    videos the evaluator scored. EvaluationError, one line naming the path, where one cannot be moved there (a file
+    planted at ``segmentation``: FileExistsError, a traceback); what is left stays in ``pending/`` until the next
+    evaluation (``staged``)."""
     for folder, dirs, files in os.walk(pending):
         rel = Path(folder).relative_to(pending)
         if rel == Path("."):
             dirs[:] = [d for d in dirs if d != "videos"]
-        (modality_dir / rel).mkdir(exist_ok=True)
-        for name in files:
-            os.replace(Path(folder) / name, modality_dir / rel / name)
-    shutil.rmtree(pending)
+        target = modality_dir / rel
+        if os.path.lexists(target) and not target.is_dir():
+            raise EvaluationError(f"{target}: not a folder, where the evaluator's outputs go (its own are in "
+                                  f"{pending} until the next evaluation); move it away")
+        try:
+            target.mkdir(exist_ok=True)
+            for name in files:
+                os.replace(Path(folder) / name, target / name)
+        except OSError as exc:
+            raise EvaluationError(f"{exc.filename2 or exc.filename}: {exc.strerror or exc}, moving the evaluator's "
+                                  f"outputs from {pending}") from None
+    try:
+        shutil.rmtree(pending)
+    except OSError as exc:
+        raise EvaluationError(f"{exc.filename or pending}: {exc.strerror or exc}, removing {pending}") from None
 
 
 def run_evaluator(evaluator: EvaluatorLike, *, modality_dir: Path, gt: GTCache, task_ids: Sequence[str],
@@ -375,9 +388,16 @@ def run_evaluator(evaluator: EvaluatorLike, *, modality_dir: Path, gt: GTCache, 
         command = evaluator.calculate_metrics(modality_dir=modality_dir, videos_parent=videos_parent, gt_dir=gt.root,
                                               output=metrics, task_ids=task_ids, gpu_ids=gpu_ids, force_gt=force_gt,
                                               batch_size=batch_size)
-    finally:
+    except BaseException as failed:   # its outputs merged all the same; the evaluator's error is said first
         if videos_parent != modality_dir:
-            merge_outputs(videos_parent, modality_dir)
+            try:
+                merge_outputs(videos_parent, modality_dir)
+            except EvaluationError as merge:   # (raised in a finally, it hid the evaluator's)
+                if isinstance(failed, EvaluationError):
+                    raise EvaluationError(f"{failed}; {merge}") from None
+        raise
+    if videos_parent != modality_dir:
+        merge_outputs(videos_parent, modality_dir)
     seconds = time.monotonic() - started
     if not metrics.is_file():
         raise EvaluationError(f"{metrics}: the evaluator finished without writing it")

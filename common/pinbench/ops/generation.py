@@ -28,6 +28,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import inspect
+import io
 import json
 import os
 import re
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tokenize
 import traceback
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -175,44 +177,57 @@ def command_argv(spec: str) -> list[str]:
     flag = f"--generator {redact(spec, secret_flag_values(argv))}"   # its secret flags' values hidden
     if not argv:   # refused here, before the run begins (--move-aside, the docker image check), as no {out} is
         raise RecipeError(f"{flag}: names no program to run: give command:PROGRAM ARGS... with {{out}} among them")
-    braced = [m for arg in argv for m in _BRACED.finditer(arg)]   # every {name}, ${name} and {{literal}} of its words
-    unknown = sorted({m["name"] for m in braced if m["name"] and not m["dollar"] and m["name"] not in PLACEHOLDERS})
+    braced = [b for arg in argv for b in _braced(arg)]   # every {name}, ${name} and {{literal}} of its words
+    unpaired = [b for b in braced if not b.paired]
+    if unpaired:   # Python's format refuses it too ("Single '}' encountered")
+        b = unpaired[0]
+        raise RecipeError(f"{flag}: {b.text}: an unpaired brace around {{{b.name}}} (each {{{{ and }}}} is a literal "
+                          f"brace, as Python's format reads them): write {{{b.name}}} for the path, {{{{{b.name}}}}} "
+                          f"for a literal {{{b.name}}}")
+    unknown = sorted({b.name for b in braced if b.placeholder and b.name not in PLACEHOLDERS})
     if unknown:
         name = unknown[0]
         raise RecipeError(f"{flag}: unknown placeholder {{{name}}} (known: "
                           f"{', '.join(f'{{{p}}}' for p in PLACEHOLDERS)}; write {{{{{name}}}}} for a literal "
                           f"{{{name}}})")
     at, strings = _wrapped(argv)   # the program, after the wrappers before it (in env -S's string, if any)
-    program = [m["name"] for m in [_BRACED.fullmatch(argv[at]) if at < len(argv) and not strings else None]
-               if m is not None and m["name"] in PLACEHOLDERS and not m["dollar"]]
+    program = [b.name for b in (_braced(argv[at]) if at < len(argv) and not strings else [])
+               if b.text == argv[at] and b.placeholder and b.name in PLACEHOLDERS]
     if program:   # (command:{out} ran the rollout's path, which is not there yet, for every sample)
         raise RecipeError(f"{flag}: its program is {{{program[0]}}}, a path the run fills in, not a program: give "
                           "command:PROGRAM ARGS... with {out} among the arguments")
     script = None if strings else _interpreted(argv, at)   # python {request} ran the request's JSON as Python
-    run_as = [m["name"] for m in _BRACED.finditer(script or "") if m["name"] in PLACEHOLDERS and not m["dollar"]]
+    run_as = [b.name for b in _braced(script or "") if b.placeholder and b.name in PLACEHOLDERS]
     if run_as:
         name = os.path.basename(argv[at])
         raise RecipeError(f"{flag}: {name} runs {{{run_as[0]}}} as its script, a path the run fills in (the "
                           f"request's JSON, the rollout), not a program: name the script first: {name} gen.py "
                           "{request} {out}")
-    split = [m["name"] for words in _wrapped(argv)[1] for m in _BRACED.finditer(words) if m["name"] in PLACEHOLDERS]
+    split = [b.name for words in _wrapped(argv)[1] for b in _braced(words) if not b.literal and b.name in PLACEHOLDERS]
     if split:
         raise RecipeError(f"{flag}: {{{split[0]}}} inside env's -S (--split-string) string is split "
                           "into words by env itself, so a path with a space breaks the command; pass the paths as "
                           f"words after the string: env -S 'gen --request' {{request}} --out {{out}}")
     shell, script = _shell_script(argv) or ("", "")
-    pasted = [m["name"] for m in _BRACED.finditer(script) if m["name"] in PLACEHOLDERS]
+    pasted = [b.name for b in _braced(script) if not b.literal and b.name in PLACEHOLDERS]
     if pasted:
         raise RecipeError(f"{flag}: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
                           "so a path with a space or a quote breaks the script; pass the paths as the script's "
                           f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
-    dollar = sorted({m["name"] for m in braced if m["dollar"] and m["name"] in PLACEHOLDERS})
+    python = os.path.basename(argv[at]) if at < len(argv) else ""
+    unquoted = _outside_strings(_interpreted(argv, at, code=True) or "") if not strings else []
+    if unquoted:   # python -c "open({out}, 'wb')": a SyntaxError for every sample, after the run began
+        raise RecipeError(f"{flag}: {{{unquoted[0]}}} in {python} -c code is outside a string, so the path is pasted "
+                          "in as code (a SyntaxError); pass the paths as the code's arguments, as a quoted one breaks "
+                          f"on a path with a quote: {python} -c 'import sys; gen(sys.argv[1], sys.argv[2])' "
+                          "{request} {out}")
+    dollar = sorted({b.name for b in braced if b.shell and b.name in PLACEHOLDERS})
     if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
         raise RecipeError(f"{flag}: ${{{dollar[0]}}} is no variable (no shell reads the command's "
                           f"words): write {{{dollar[0]}}} for the path")
     # the command learns where to write only from {out} (the request's file holds no path, and a rollout written
     # elsewhere is refused): without it every sample failed, after the run began
-    if not any(m["name"] == "out" for m in braced):
+    if not any(b.placeholder and b.name == "out" for b in braced):
         raise RecipeError(f"{flag}: its argv names no {{out}}, so it is never told where to write the "
                           "rollout: add {out} (a word of its own, or a shell script's argument: "
                           "sh -c 'gen --out \"$1\"' sh {out})")
@@ -375,10 +390,12 @@ PYTHON = re.compile(r"python[\d.]*")   # python, python3, python3.11: an interpr
 PYTHON_VALUED = frozenset("WX")   # its options whose value is the rest of the word or the next one (-W ignore, -X dev)
 
 
-def _interpreted(argv: Sequence[str], at: int) -> str | None:
+def _interpreted(argv: Sequence[str], at: int, *, code: bool = False) -> str | None:
     """The script file the interpreter ``argv[at]`` (a Python or a shell, ``SHELLS``) runs: its first operand after
     its options (``python -u gen.py``, ``bash -e ./gen.sh``); None for another program, or one that runs no file
-    (``-c`` code, ``-m`` a module, ``-s`` or ``-`` stdin). A misspelt one failed every sample, after the run began."""
+    (``-c`` code, ``-m`` a module, ``-s`` or ``-`` stdin). A misspelt one failed every sample, after the run began.
+    With ``code``, the code a Python's ``-c`` runs instead (the rest of its word, else the next word), None where it
+    runs none."""
     if at >= len(argv):
         return None
     name = os.path.basename(argv[at])
@@ -389,7 +406,7 @@ def _interpreted(argv: Sequence[str], at: int) -> str | None:
     words = iter(argv[at + 1:])
     for word in words:
         if word == "--":
-            return next(words, None)
+            return None if code else next(words, None)
         if word == "-":
             return None
         if word.startswith("--") or not python and word in SHELL_VALUED:
@@ -399,14 +416,27 @@ def _interpreted(argv: Sequence[str], at: int) -> str | None:
         if word[:1] == "-" or not python and word[:1] == "+" and len(word) > 1:
             for number, letter in enumerate(word[1:], 2):
                 if letter in ends:
-                    return None
+                    return (word[number:] or next(words, None)) if code and python and letter == "c" else None
                 if letter in valued:   # its value: the rest of this word, else the next word
                     if number == len(word):
                         next(words, None)
                     break
             continue
-        return word
+        return None if code else word
     return None
+
+
+def _outside_strings(code: str) -> list[str]:
+    """The placeholders in Python ``code`` that are outside its string literals (and comments), where the path is
+    pasted in as code; none where the code does not tokenize (Python says why, as it runs)."""
+    marks = {name: f"_pinbench_{name}_placeholder" for name in PLACEHOLDERS}
+    strings = {tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(_filled(code, marks)).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    return [name for token in tokens if token.type not in strings
+            for name, mark in marks.items() if mark in token.string]
 
 
 def _wrapped_program(argv: Sequence[str]) -> str | None:
@@ -738,23 +768,57 @@ def source_sha256(target: str, generator: object) -> dict[str, str]:
 
 
 PLACEHOLDERS = ("request", "out")   # what a command's argv names in braces: the request's file, the rollout's path
-# in a command's argv: {NAME} a placeholder; {{NAME}} a literal {NAME}; {{{NAME}}} the placeholder in a literal brace
-# pair, as Python's format reads it (it was a literal {NAME} and a "}": the path never filled in); ${NAME} of a name
-# that is no placeholder, a shell's variable (``bash -c '... ${HOME}'``), left as written; other braces (JSON,
-# ``{{.Id}}``) are not looked at
-_BRACED = re.compile(r"\{\{(?P<literal>[A-Za-z_][\w-]*)\}\}"
-                     r"|(?P<wrap>\{\{(?=\{[A-Za-z_][\w-]*\}\}\}))?(?P<dollar>\$?)\{(?P<name>[A-Za-z_][\w-]*)\}(?(wrap)\}\})")
+# a name in a run of braces in a command's argv (``_Braced``); other braces (JSON, ``{{.Id}}``) are not looked at
+_BRACED = re.compile(r"(?P<opening>\{+)(?P<name>[A-Za-z_][\w-]*)(?P<closing>\}+)")
+
+
+@dataclass(frozen=True)
+class _Braced:
+    """A name in a run of braces (``_BRACED``), read as Python's format reads it: each ``{{`` and ``}}`` a literal
+    brace, an odd one left on each side the placeholder (``{out}`` the path, ``{{out}}`` a literal ``{out}``,
+    ``{{{out}}}`` the path in braces, ``{{{{out}}}}`` a literal ``{{out}}``: it was ``{{/path}}``); ``${NAME}`` a
+    shell's variable (``bash -c '... ${HOME}'``), left as written."""
+
+    text: str
+    name: str
+    opening: int
+    closing: int
+    shell: bool
+
+    @classmethod
+    def of(cls, match: re.Match[str]) -> _Braced:
+        opening = len(match["opening"])
+        return cls(match[0], match["name"], opening, len(match["closing"]),
+                   opening == 1 and match.string[:match.start()].endswith("$"))
+
+    @property
+    def placeholder(self) -> bool:
+        return not self.shell and self.opening % 2 == 1
+
+    @property
+    def literal(self) -> bool:
+        return not self.shell and self.opening % 2 == 0
+
+    @property
+    def paired(self) -> bool:
+        """Whether format reads it: a brace left on both sides or on neither (``{{out}``: "Single '}'")."""
+        return self.shell or self.opening % 2 == self.closing % 2
+
+    def filled(self, values: Mapping[str, str]) -> str:
+        if self.shell:
+            return self.text
+        inner = values[self.name] if self.placeholder else self.name
+        return "{" * (self.opening // 2) + inner + "}" * (self.closing // 2)
+
+
+def _braced(text: str) -> list[_Braced]:
+    """Every name in a run of braces in ``text``."""
+    return [_Braced.of(match) for match in _BRACED.finditer(text)]
 
 
 def _filled(arg: str, values: Mapping[str, str]) -> str:
-    """One argument of a command with its placeholders replaced (``_BRACED``); ``values`` has every placeholder."""
-    def one(match: re.Match[str]) -> str:
-        if match["literal"]:
-            return "{" + match["literal"] + "}"
-        if match["name"] in values and not match["dollar"]:
-            return "{" + values[match["name"]] + "}" if match["wrap"] else values[match["name"]]
-        return match[0]   # ${NAME}: the shell's
-    return _BRACED.sub(one, arg)
+    """One argument of a command with its placeholders replaced (``_Braced``); ``values`` has every placeholder."""
+    return _BRACED.sub(lambda match: _Braced.of(match).filled(values), arg)
 
 
 def _generating(request_id: str) -> str:
@@ -1526,9 +1590,7 @@ def _keep(request: Request, rollouts: Path, signature: Signature, make: Any, sto
                                  + ("" if source is not None else _reject(partial, store, request.output)))
         _read_only(partial)
         os.replace(partial, target)
-        rejected = store / REJECTED / request.output
-        if _rejects_inside(store, request.output):   # an earlier run's rejected one: no longer this request's answer
-            _clear(rejected)
+        _clear_rejected(store, request.output)
     finally:
         _clear(partial)
     # hashed once per process (``regular_sha256``): the validator's check of this record reuses it
@@ -1733,7 +1795,22 @@ def _reject(partial: Path, store: Path, output: str) -> str:
         os.replace(partial, rejected)
     except OSError:
         return ""
-    return f" (kept to look at under {printable(str(rejects))})"
+    return f" (kept to look at under {printable(str(rejects.absolute()))})"   # as the sample's other paths
+
+
+def _clear_rejected(store: Path, output: str) -> None:
+    """Remove the rejected rollout an earlier run left for ``output`` (``_reject``), once a rollout for it passed
+    the check: it is no longer that request's answer. One that cannot be removed (a ``REJECTED`` the run may not
+    write) is said by its path and left: it failed a sample whose rollout was in place."""
+    rejected = store / REJECTED / output
+    if not _rejects_inside(store, output):
+        return
+    try:
+        _clear(rejected)
+    except OSError as exc:
+        print(f"generate: {printable(str(rejected.absolute()))}: an earlier run's rejected rollout of "
+              f"{printable(output)}, not removed ({exc.strerror or exc}); the rollout kept in its place passed the "
+              "check", file=sys.stderr, flush=True)
 
 
 def _rejects_inside(store: Path, output: str) -> bool:

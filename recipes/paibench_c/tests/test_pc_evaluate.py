@@ -245,3 +245,33 @@ def test_a_canny_reason_from_the_log_reaches_the_record_escaped_and_redacted(tmp
     assert parsed.reasons["t1"]["canny_f1_score"] == ("null in metrics.json: the evaluator's Canny step raised on "
                                                       "edge/videos/t1__\\u001b[2J.mp4: bad ***")
     assert parsed.reasons["t2"]["canny_f1_score"].endswith("edge/videos/t2.mp4: oops\\u0000\\u001b[31m")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_file_where_the_evaluators_output_folder_goes_is_one_line_that_hides_no_evaluator_error(
+        tmp_path: Path, fails: bool) -> None:
+    """A file planted at ``<modality>/segmentation``: moving the evaluator's outputs out of ``pending/`` (in a
+    ``finally``) raised FileExistsError, a traceback that also hid the evaluator's own error. Now one line naming
+    the file, after the evaluator's error where it failed."""
+    (tmp_path / "videos").mkdir()
+    for task in ("task_0000", "task_0001"):   # one of two scored: the evaluator is given pending/
+        (tmp_path / "videos" / f"{task}.mp4").write_bytes(b"v")
+    (tmp_path / "segmentation").write_text("planted")
+
+    class Segments:
+        def calculate_metrics(self, *, videos_parent: Path, output: Path, **_: object) -> list[str]:
+            (videos_parent / "segmentation").mkdir()
+            (videos_parent / "segmentation" / "task_0000.pkl").write_bytes(b"mask")
+            if fails:
+                raise EvaluationError("evaluator failed for edge (exit 1); see evaluator.log")
+            output.write_text('{"per_video": []}')
+            return ["compute_metrics.py"]
+
+    gt = GTCache(tmp_path / "gt", "k")
+    with pytest.raises(EvaluationError) as caught:
+        run_evaluator(Segments(), modality_dir=tmp_path, gt=gt, task_ids=["task_0000"], gpu_ids=["0"],
+                      force_gt=True, inputs={})
+    said = (f"{tmp_path / 'segmentation'}: not a folder, where the evaluator's outputs go (its own are in "
+            f"{tmp_path / 'pending'} until the next evaluation); move it away")
+    assert str(caught.value) == ("evaluator failed for edge (exit 1); see evaluator.log; " if fails else "") + said
+    assert (tmp_path / "segmentation").read_text() == "planted"
