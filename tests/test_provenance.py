@@ -1047,6 +1047,7 @@ def test_a_secret_value_as_json_text_spells_it_is_hidden(encode: Callable[[str],
 NAMED_VALUES = [  # (what a generator prints, what redact makes of it): free text was written whole in session 53
     ("password=hunter22 MY_TOKEN=abcdefgh", "password=*** MY_TOKEN=***"),
     ("api_key: zzzsecretvalue", "api_key: ***"), ("Api-Key: zzzsecretvalue, next", "Api-Key: ***, next"),
+    ("password=abc#defgh x?y password=ab#cdefg", "password=*** x?y password=***"),   # no query: '#' in the value
     ("token: q1w2e3r4 and more", "token: *** and more"),
     ("Namespace(token='abc123def', x=1)", "Namespace(token='***', x=1)"),
     ('{"api_key": "abcdef123", "n": 1}', '{"api_key": "***", "n": 1}'),
@@ -1244,6 +1245,16 @@ QUERY_SECRETS = [
     ("https://h/a?api_key=x1&apikey=x2&password=pw", "https://h/a?api_key=***&apikey=***&password=***"),
     ("https://h/a?KEY=abc&Auth=def&X-AMZ-SIGNATURE=ab12", "https://h/a?KEY=***&Auth=***&X-AMZ-SIGNATURE=***"),
     ('{"url": "https://h/a?X-Goog-Signature=ab12&token=x"}', '{"url": "https://h/a?X-Goog-Signature=***&token=***"}'),
+    # secrets83: a fragment after a secret-named key's value was hidden with it (the name's rule read '***#frag' as the
+    # value); a key after an HTML-escaped '&' or in a URL-encoded inner URL showed its value
+    ("https://h/a?password=abc#frag", "https://h/a?password=***#frag"),
+    ("https://h/a?client_secret=abcdefgh#frag&x", "https://h/a?client_secret=***#frag&x"),
+    ('<a href="https://h/a?x=1&amp;key=abc123">', '<a href="https://h/a?x=1&amp;key=***">'),
+    ("https://h/a?x=1&amp;my_token=abcdefgh#top", "https://h/a?x=1&amp;my_token=***#top"),
+    ("https://h/a?url=https%3A%2F%2Fx%2Fb%3Fkey%3Dabc123", "https://h/a?url=https%3A%2F%2Fx%2Fb%3Fkey%3D***"),
+    ("https://h/a?url=https%3a%2f%2fx%3fx%3D1%26KEY%3dab%2Bc%26y%3D2&z=3",
+     "https://h/a?url=https%3a%2f%2fx%3fx%3D1%26KEY%3d***%26y%3D2&z=3"),
+    ("https://h/a?next=%2Fb%3Fsig%3Dab12%23top", "https://h/a?next=%2Fb%3Fsig%3D***%23top"),
 ]
 
 
@@ -1262,7 +1273,8 @@ def test_a_url_query_s_other_values_stay() -> None:
     from pinbench.core.provenance import holds_secret
 
     plain = ("https://huggingface.co/m/resolve/main/a.safetensors?revision=main&download=true&page=2&keys=3&key_id=7"
-             "&monkey=x&signal=1&authors=me https://h/a#key=frag gen --key=abc https://h/a?key=&sig=")
+             "&monkey=x&signal=1&authors=me https://h/a#key=frag gen --key=abc https://h/a?key=&sig= "
+             "https://h/a?token=#fragment https://h/a?url=%2Fb%3Fkeys%3D1%26monkey%3Dx%26key%3D")
     assert redact(plain) == plain and not holds_secret(plain)
 
 
@@ -1278,6 +1290,12 @@ DIGESTS = [
      "{'Authorization': 'digest uri=\"/x?a=1, b\", Response = \"***\"'}"),
     ("Proxy-Authorization: DIGEST response=6629fae4, qop=auth, nc=00000001",
      "Proxy-Authorization: DIGEST response=***, qop=auth, nc=00000001"),
+    # secrets83: without the header's name before it, a Digest parameter list's response was shown
+    ('Digest username="u", realm="r", response="6629fae49393a05397450978507c4ef1"',
+     'Digest username="u", realm="r", response="***"'),
+    ('sent digest response=6629fae4, NONCE="n", qop=auth', 'sent digest response=***, NONCE="n", qop=auth'),
+    ('{"h": "Digest username=\\"u\\", response=\\"6629fae4\\", cnonce=\\"0a4f113b\\""}',
+     '{"h": "Digest username=\\"u\\", response=\\"***\\", cnonce=\\"0a4f113b\\""}'),   # JSON text
 ]
 PROTOCOL_AFTER = [
     ("GET /x HTTP/1.1 Authorization: Bearer abc123 HTTP/1.1", "GET /x HTTP/1.1 Authorization: Bearer *** HTTP/1.1"),
@@ -1303,9 +1321,19 @@ def test_digest_headers_without_a_response_stay_and_hostile_lines_take_linear_ti
 
     challenge = 'Authorization: Digest username="u", realm="r", nonce="n", uri="/x", qop=auth'
     assert redact(challenge) == challenge and not holds_secret(challenge)
+    # no Digest parameter list (username=, realm= or nonce=) beside a bare response=: prose, another scheme's word
+    for text in ('Digest username="u", realm="r", qop=auth', "the digest response=abc123 of the image",
+                 "Digest qop=auth, response=6629fae4", 'xDigest username="u", response="ab12"', "İ digeſt digest"):
+        assert redact(text) == text and not holds_secret(text), text
     assert _hidden_counts("['Authorization: Digest a=' + ' ' * 100000, 'Authorization: Digest ' + 'a=b, ' * 20000, "
                           "'Authorization: Digest a=\"x\", response=\"ab12\" ' * 2200, '&key=x' * 20000, "
                           "'Bearer abc123 ' + 'HTTP/1.1 ' * 11000]") == [0, 0, 2200, 20000, 1]
+    # secrets83: bare Digests, escaped query keys, fragments after a secret's name
+    assert _hidden_counts("['Digest ' + ' ' * 100000, 'Digest username=' + ' ' * 100000, 'digest ' * 14300, "
+                          "'Digest username=\"u\", response=\"ab12\" ' * 2700, 'x=\"digest a=1, b=\", ' * 5000, "
+                          "'?x=1' + '&amp;' * 20000, '&amp;key=x' * 11000, '?u=' + '%3Fkey%3D' * 11500, "
+                          "'?u=' + '%26' * 34000, '?client_secret=' + '#' * 100000, '&amp;x_token=abcdef#' * 5000]"
+                          ) == [0, 0, 0, 2700, 0, 0, 11000, 1, 0, 0, 5000]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)

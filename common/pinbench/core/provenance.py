@@ -90,7 +90,9 @@ _SERVICE_TOKEN = re.compile(
 # ?access_token=, an Azure SAS's sig=, an AWS or GCS presigned URL's X-Amz-Signature=, X-Amz-Credential=,
 # X-Amz-Security-Token=, X-Goog-Signature=, CloudFront's Signature=. Each was written whole (but a value of six
 # characters or more, no number, after a secret's word: ``_NAMED_VALUE``). Its value is hidden to the next '&'; the key,
-# host and path stay, and so do other keys' values (?revision=main, ?page=2). Spelled as a tree of shared starts:
+# host and path stay, and so do other keys' values (?revision=main, ?page=2). Its key may follow an HTML-escaped '&'
+# (href="...?x=1&amp;key=V" showed V), or stand in a URL-encoded inner URL, its value to the encoded '&' or '#'
+# (?url=https%3A%2F%2Fx%3Fkey%3DV%26y%3D1 showed V; escapes in either case). Spelled as a tree of shared starts:
 # ``_KEYED_HINT`` tries it at each '?' and '&', 1.4 ms on 100 kB of URLs, 1.6 ms as a list of whole names (by hand).
 _QUERY_SECRET = (r"(?i:sig(?:nature)?|key|a(?:uth|ccess_token|pi_?key)|token|password|credential"
                  r"|x-(?:amz-(?:signature|credential|security-token)|goog-(?:signature|credential)))")
@@ -112,9 +114,10 @@ _QUERY_SECRET = (r"(?i:sig(?:nature)?|key|a(?:uth|ccess_token|pi_?key)|token|pas
 # str.find finds its name (``_hide_authorization``), and the other alternatives are tried only at a first character
 # of theirs: one Authorization header in a 1 MB training log ran them all over the log, 74-102 ms for that step; 0.7 ms
 # now, beside the 6 ms of the hint's scan (by hand).
-_KEYED_SECRET = re.compile(r"(?=[h?&AaSsP])"
+_KEYED_SECRET = re.compile(r"(?=[h?&%AaSsP])"
                            r"(?:(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
-                           r"|([?&]" + _QUERY_SECRET + r"=)[^&\s\"'#\\]+"
+                           r"|((?:[?&]|&amp;)" + _QUERY_SECRET + r"=)[^&\s\"'#\\]+"
+                           r"|(%(?:3[Ff]|26)" + _QUERY_SECRET + r"%3[Dd])(?:[^&\s\"'#\\%]|%(?!2[36]))+"
                            r"|(" + _starts("AaSs", "A-Za-z0-9")
                            + r"(?:[Aa]ccount[Kk]ey|ACCOUNTKEY|[Ss]hared[Aa]ccess(?:[Kk]ey|[Ss]ignature)"
                            r"|SHAREDACCESS(?:KEY|SIGNATURE))=)[^;\s\"'\\]+"
@@ -135,26 +138,36 @@ _TOKEN_SHAPED = (r"(?![A-Z]{2,8}/[0-9](?:\.[0-9])?(?![A-Za-z0-9._~+/=-]))"
 # parameters (username, realm, nonce, uri, cnonce) stay, each one name=value, quoted ("..." or \"...\" in JSON text) or
 # not. An unquoted value is never empty: spaces on both sides of an empty one split a run of 100,000 spaces every way
 _DIGEST_PARAM = r"[A-Za-z0-9_-]+[ \t]*=[ \t]*(?:\\?\"[^\"\\\r\n]*\\?\"|[^\s,\"\\]+)[ \t]*,[ \t]*"
+_DIGEST_RESPONSE = r"(?i:digest)[ \t]+(?:" + _DIGEST_PARAM + r")*?(?i:response)[ \t]*=[ \t]*\\?\"?"
 _AUTHORIZATION = re.compile(r"((?i:authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
                            r"(?:(?:(?i:bearer|basic)[ \t]*:?[ \t]+)+|(?i:token)[ \t]+"
                            r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
                            r"|(?=[A-Za-z0-9._~+/-]{20}))"
-                           r"|(?i:digest)[ \t]+(?:" + _DIGEST_PARAM + r")*?(?i:response)[ \t]*=[ \t]*\\?\"?))"
+                           r"|" + _DIGEST_RESPONSE + "))"
                            + _CREDENTIAL + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
 # A standalone Bearer (as the header spells it) without the header's name before it: a log line's "sending Bearer V",
 # curl -H 'Bearer V' (secrets74: written whole). Prose has the word too (the bearer of the news): its credential must
 # look like one, six characters or more mixing digits and letters, or twenty or more mixing upper and lower case
 _BEARER = re.compile(_starts("Bb", "A-Za-z0-9") + r"((?i:bearer)[ \t]+" + _TOKEN_SHAPED + ")" + _CREDENTIAL
                      + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
-_AUTH_NEEDLES = re.compile(r"(?i:authorization|bearer)")   # where ``_hide_authorization`` looks, in a text whose
-# lowered form is not as long (a character lowering to two)
+# A standalone Digest credential without the header's name before it (a log line's 'Digest username="u", ...,
+# response="V"' showed V): only where a Digest parameter list stands, a username=, realm= or nonce= in it (prose's
+# "digest" of a text or image stays)
+_DIGEST_ALONE = re.compile(_starts("Dd", "A-Za-z0-9") + r"(?=(?i:digest)[ \t]+(?:" + _DIGEST_PARAM
+                           + r")*?(?i:username|realm|nonce)[ \t]*=)(" + _DIGEST_RESPONSE + ")" + _CREDENTIAL)
+# Where ``_hide_authorization`` looks, in a text whose lowered form is not as long (a character lowering to two); a
+# match's group names its needle ('digeſt' matches under IGNORECASE, lowers to no needle)
+_AUTH_NEEDLES = re.compile(r"(?i:(?P<authorization>authorization)|(?P<bearer>bearer)|(?P<digest>digest))")
 # A query's key after '?' and after '&', not after [?&]: a class first loses the scan's first-character skip (2.5x)
-_KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|&" + _QUERY_SECRET + "="
+_KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|&(?:amp;)?" + _QUERY_SECRET + "="
+                         r"|%(?:3[Ff]|26)" + _QUERY_SECRET + "%3[Dd]"
                          r"|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
-# private key, a ``_KEYED_SECRET``'s key or an Authorization header's name
+# private key, a ``_KEYED_SECRET``'s key, an Authorization header's name or a Digest parameter list's start (its first
+# letter spelled twice, literal: [Dd] made a plain 100 kB log line's check 3x slower)
 _SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|xapp-|PRIVATE KEY|"
-                        r"a(?i:uthorization)|A(?i:uthorization)|b(?i:earer)|B(?i:earer)|"
+                        r"a(?i:uthorization)|A(?i:uthorization)|b(?i:earer)|B(?i:earer)"
+                        r"|d(?i:igest[ \t]+[a-z0-9_-]+[ \t]*=)|D(?i:igest[ \t]+[a-z0-9_-]+[ \t]*=)|"
                         + _KEYED_HINT.pattern)
 _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -423,7 +436,7 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
     if _KEYED_HINT.search(text):
         text = _KEYED_SECRET.sub(lambda m: m.group(m.lastindex or 0) + REDACTED, text)
     lowered = text.lower()
-    if "authorization" in lowered or "bearer" in lowered:
+    if "authorization" in lowered or "bearer" in lowered or "digest" in lowered:
         shown = _hide_authorization(text, lowered)
         if shown != text:
             text, lowered = shown, shown.lower()
@@ -439,20 +452,23 @@ def _redact(text: str, secrets: Sequence[str]) -> str:
     return _hide_url_userinfo(text) if _may_hold_url_userinfo(text) else text
 
 
+_AUTH_PATTERNS = {"authorization": _AUTHORIZATION, "bearer": _BEARER, "digest": _DIGEST_ALONE}
+
+
 def _hide_authorization(text: str, lowered: str) -> str:
-    """``text`` with each ``_AUTHORIZATION`` header's or bare ``_BEARER``'s credential hidden, each sought where its
-    name is (a Bearer inside a header is the header's). A credential ends before a header's name glued to it
-    (``_GLUED_HEADER``: log lines run together without a line break): 'Authorization: Basic a1b2c3Authorization: Bearer
-    x' hid 'a1b2c3Authorization' and showed 'x'. Or before a secret's name ending it in any case (``_GLUED_SECRET``),
-    which ``_hide_named_values`` then reads: 'Bearer abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V
-    (secrets59); a name=V glued on is in the credential. Such a name before no value ``_hide_named_values`` hides is the
-    credential's tail (``_glued_value_hidden``): 'Bearer abc123def456XyzToken: 401' showed 'Token' (secrets68)."""
+    """``text`` with each ``_AUTHORIZATION`` header's, bare ``_BEARER``'s or bare ``_DIGEST_ALONE``'s credential
+    hidden, each sought where its name is (a Bearer or Digest inside a header is the header's). A credential ends
+    before a header's name glued to it (``_GLUED_HEADER``: log lines run together without a line break):
+    'Authorization: Basic a1b2c3Authorization: Bearer x' hid 'a1b2c3Authorization' and showed 'x'. Or before a
+    secret's name ending it in any case (``_GLUED_SECRET``), which ``_hide_named_values`` then reads: 'Bearer
+    abcx-api-key: V' and 'Basic YWJjZGVmpassword: V' showed V (secrets59); a name=V glued on is in the credential.
+    Such a name before no value ``_hide_named_values`` hides is the credential's tail (``_glued_value_hidden``):
+    'Bearer abc123def456XyzToken: 401' showed 'Token' (secrets68)."""
     if len(lowered) == len(text):
-        starts = sorted([*((at, _AUTHORIZATION) for at in _occurrences(lowered, "authorization")),
-                         *((at, _BEARER) for at in _occurrences(lowered, "bearer"))], key=lambda start: start[0])
+        starts = sorted([(at, pattern) for needle, pattern in _AUTH_PATTERNS.items()
+                         for at in _occurrences(lowered, needle)], key=lambda start: start[0])
     else:
-        starts = [(m.start(), _AUTHORIZATION if m.group()[0] in "aA" else _BEARER)
-                  for m in _AUTH_NEEDLES.finditer(text)]
+        starts = [(m.start(), _AUTH_PATTERNS[m.lastgroup or ""]) for m in _AUTH_NEEDLES.finditer(text)]
     parts, done = [], 0
     for start, pattern in starts:
         match = pattern.match(text, max(start, 0)) if start >= done else None
@@ -526,6 +542,12 @@ def _named_value_hidden(text: str, match: re.Match[str]) -> str:
     quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
     if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
         value, end = value[:-1], end - 1
+    elif not quote and "#" in value and _QUERY_KEY.search(text, max(match.start() - _QUERY_KEY_MOST, 0),
+                                                           match.start()):
+        value = value[:value.index("#")]   # a query's value ends at its fragment: ?password=V#frag kept no '#frag'
+        end = match.start(4) + len(value)
+        if not value:
+            return match.group(0)
     ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
             else "=" in match.group(1) or _MIXED.match(value)))
     key_end = _FIELD_KEY_END.match(match.group(1))
@@ -534,6 +556,12 @@ def _named_value_hidden(text: str, match: re.Match[str]) -> str:
         return match.group(0)
     return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
 
+
+# A URL query's key (after '?', '&' or an HTML-escaped '&amp;') ending where a secret's name starts: its value ends at
+# the fragment's '#', which no query value holds raw. Sought in the name's last 64 characters (a longer key's value
+# runs on, hidden whole)
+_QUERY_KEY = re.compile(r"(?:[?&]|&amp;)[A-Za-z0-9._~-]*$")
+_QUERY_KEY_MOST = 64
 
 # Where a field's name ends: its quote (escaped in JSON text; ' in a Python repr), then ':'. A value in the same quote
 # is that field's
