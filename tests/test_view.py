@@ -36,6 +36,7 @@ from shared_data import shared_data
 from sockets import listening_addresses
 
 from pinbench.core.files import sha256_file
+from pinbench.core.generation import Request, requests_text
 from pinbench.core.runner import SampleRecord
 from pinbench.core.scorecard import MetricSpec, build_scorecard
 from pinbench.media.preview import Preview, cached_preview, make_preview, probe
@@ -226,6 +227,15 @@ def _bare_run(root: Path, recipe: str, mode: str = "fixture", provenance: dict |
     return RunInputs(root, card)
 
 
+def _paibench_rows(run: RunInputs, rows: dict[str, dict]) -> None:
+    """The run's ``generation/requests.jsonl``: one request per modality, each with its cosmos-framework row."""
+    (run.dir / "generation").mkdir(parents=True)
+    (run.dir / "generation/requests.jsonl").write_text(requests_text([
+        Request(id=f"{m}.{row['name']}", kind="control-video", recipe="paibench-c", output=f"{m}/{row['name']}.mp4",
+                frames=9, fps=30, width=96, height=72, settings={"modality": m, "row": row})
+        for m, row in rows.items()]))
+
+
 def test_mind_shows_the_gt_from_its_context_boundary_and_paibench_its_controls(tmp_path: Path) -> None:
     from pinbench_recipes.mind.view import sample_media as mind_media
     from pinbench_recipes.paibench_c.view import sample_media as pai_media
@@ -242,12 +252,10 @@ def test_mind_shows_the_gt_from_its_context_boundary_and_paibench_its_controls(t
 
     run = _bare_run(tmp_path / "pai", "paibench-c")
     dataset = run.fixture_dir / "dataset"
-    (run.dir / "inputs").mkdir(parents=True)
     row = {"name": "task_0001", "prompt": "a red box", "vision_path": str(dataset / "videos/task_0001.mp4"),
-           "depth": {"control_path": str(dataset / "depth_vids/task_0001.mp4")}}
-    (run.dir / "inputs/depth.jsonl").write_text(json.dumps(row) + "\n")
+           "depth": {"control_path": "depth_vids/task_0001.mp4"}}   # absolute, or relative to the dataset
     elsewhere = {**row, "vision_path": "/etc/passwd", "edge": {"preset_edge_threshold": "medium"}}
-    (run.dir / "inputs/edge.jsonl").write_text(json.dumps(elsewhere) + "\n")
+    _paibench_rows(run, {"edge": elsewhere, "depth": row})
     media = pai_media(run, "task_0001", None)
     assert [(v.label, v.file) for v in media.rollouts if v.label in ("depth", "edge")] == [
         (m, MediaFile(run.dir, f"{m}/videos/task_0001.mp4")) for m in ("edge", "depth")]
@@ -313,8 +321,7 @@ def test_a_full_paibench_run_serves_its_inputs_from_the_dataset_folder_it_read(t
                                  ({}, (None, "the run's scorecard records no dataset folder (provenance "
                                              "dataset_dir)"))):
         run = _bare_run(tmp_path / f"run{len(provenance)}", "paibench-c", mode="full", provenance=provenance)
-        (run.dir / "inputs").mkdir(parents=True)
-        (run.dir / "inputs/depth.jsonl").write_text(json.dumps(row) + "\n")
+        _paibench_rows(run, {"depth": row})
         video = next(v for v in sample_media(run, "task_0001", None).inputs if v.label.startswith("input video"))
         assert (video.file, video.problem) == expected
 

@@ -1,10 +1,10 @@
 """What ``pinbench view`` shows of a PAI-Bench-C task (``pinbench.results.view``): the generated video of every
 modality (``<run>/<modality>/videos/<task>.mp4``, checked against the digest of the rollout the generation step kept),
-and the
-task's inputs from the rows the run wrote (``<run>/inputs/<modality>.jsonl``): the input video every modality is
-given, the depth and seg control videos, the prompt. The edge and blur controls are computed inside cosmos-framework
-from the input video; the run keeps no copy of them. Inputs are served from the dataset folder only (the fixture's,
-or the one the run's provenance names: the pinned snapshot it read)."""
+and the task's inputs from the cosmos-framework row of each of its requests (``settings.row`` of request
+``<modality>.<task>`` in ``<run>/generation/requests.jsonl``): the input video every modality is given, the depth and
+seg control videos, the prompt. The edge and blur controls are computed inside cosmos-framework from the input video;
+the run keeps no copy of them. Inputs are served from the dataset folder only (the fixture's, or the one the run's
+provenance names: the pinned snapshot it read), not from the copies the run staged for its generator."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import loads_json, read_regular_text
+from pinbench.core.generation import REQUESTS_FILE, RequestError, read_requests
 from pinbench.core.run import GENERATION
 from pinbench.core.runner import load_records
 from pinbench.core.store import SAMPLES_DIR, StoreError
@@ -32,19 +32,22 @@ def _dataset_root(run: RunInputs) -> Path | None:
     return run.recorded(recorded) if isinstance(recorded, str) and recorded else None
 
 
-def _row(line: str) -> Any:
-    try:
-        return loads_json(line)
-    except ValueError:   # a line cut or edited: that task's sample says it is not in the rows
-        return None
+@dataclass(frozen=True)
+class Rows:
+    """The cosmos-framework row of each request, by request id (``<modality>.<task>``). ``problem``: why the
+    requests file could not be read (its reader names the file and line)."""
+
+    rows: dict[str, Mapping[str, Any]]
+    problem: str | None = None
 
 
 @cache
-def _json_lines(path: Path) -> dict[str, dict[str, Any]]:
-    """The rows of ``inputs/<modality>.jsonl`` by task (empty when the file is not a readable regular file)."""
-    text = read_regular_text(path) or ""
-    rows = (_row(line) for line in text.splitlines() if line.strip())
-    return {row["name"]: row for row in rows if isinstance(row, dict) and isinstance(row.get("name"), str)}
+def _rows(path: Path) -> Rows:
+    try:
+        requests = read_requests(path, "paibench-c")
+    except RequestError as exc:   # missing, a line cut, a request of another form: said once, no traceback
+        return Rows({}, f"{' '.join(str(exc).split())}: no input video, control or prompt is shown")
+    return Rows({r.id: r.settings["row"] for r in requests if isinstance(r.settings.get("row"), Mapping)})
 
 
 @dataclass(frozen=True)
@@ -69,14 +72,18 @@ def _kept(store: Path) -> Kept:
 
 
 def _input(root: Path | None, label: str, recorded: Any) -> Video:
-    if not isinstance(recorded, str):
-        return Video(label, None, problem="not recorded in the run's input rows")
+    """The dataset file a row names: relative to the dataset folder (as ``row_key`` wrote it), or absolute inside it."""
+    if not isinstance(recorded, str) or not recorded:
+        return Video(label, None, problem="not recorded in the run's request rows")
     if root is None:
         return Video(label, None, problem="the run's scorecard records no dataset folder (provenance dataset_dir)")
     try:
-        return Video(label, MediaFile(root, Path(recorded).relative_to(root).as_posix()))
+        relative = (root / recorded).relative_to(root)
     except ValueError:
+        relative = None
+    if relative is None or ".." in relative.parts:
         return Video(label, None, problem=f"{recorded} is outside the dataset folder {root}")
+    return Video(label, MediaFile(root, relative.as_posix()))
 
 
 def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia:
@@ -88,6 +95,10 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     kept = None if run.aside else _kept(run.dir / GENERATION)
     if kept is not None and kept.problem is not None:
         media.problems.append(kept.problem)
+    requests = run.dir / GENERATION / REQUESTS_FILE
+    rows = _rows(requests)
+    if rows.problem is not None:
+        media.problems.append(rows.problem)
     prompt = None
     for modality in modalities:
         expected = kept.digests.get(f"{modality}.{sample_id}") if kept is not None else None
@@ -95,18 +106,19 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
             media.problems.append(f"{modality}: {run.dir / GENERATION / SAMPLES_DIR} keeps no digest of the rollout "
                                   f"of {modality}.{sample_id}: its video is shown without the check")
         media.rollouts.append(Video(modality, MediaFile(run.dir, f"{modality}/videos/{sample_id}.mp4"), expected))
-        row = _json_lines(run.dir / "inputs" / f"{modality}.jsonl").get(sample_id)
+        row = rows.rows.get(f"{modality}.{sample_id}")
         if row is None:
-            media.problems.append(f"{modality}: task {sample_id} is not in {run.dir / 'inputs' / modality}.jsonl")
+            if rows.problem is None:
+                media.problems.append(f"{modality}: {requests} holds no request {modality}.{sample_id} with a row")
             continue
         media.inputs.append(_input(root, "input video (vision_path of every modality)", row.get("vision_path")))
-        spec = row.get(modality) if isinstance(row.get(modality), dict) else {}
+        spec = row.get(modality) if isinstance(row.get(modality), Mapping) else {}
         control = spec.get("control_path")
         if control is not None:
             media.inputs.append(_input(root, f"{modality} control video", control))
         else:
             media.texts.append(Text(f"{modality} control", "computed by cosmos-framework from the input video "
-                                    f"({json.dumps(spec)}); the run keeps no copy"))
+                                    f"({json.dumps(dict(spec))}); the run keeps no copy"))
         prompt = prompt or row.get("prompt")
     if isinstance(prompt, str):
         media.texts.append(Text("prompt", prompt))

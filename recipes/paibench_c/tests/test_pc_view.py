@@ -1,6 +1,6 @@
 """What ``pinbench view`` reads of a PAI-Bench-C run: each video checked against the rollout its task was scored from
-(evaluated by the run or taken from the sample cache), and generation records or input rows unreadable are no
-traceback."""
+(evaluated by the run or taken from the sample cache), each task's inputs and prompt from its requests' rows, and
+generation records or requests unreadable are no traceback."""
 
 from __future__ import annotations
 
@@ -98,13 +98,58 @@ def test_generation_records_that_cannot_be_read_are_said(cached_runs, tmp_path: 
         for m in MODALITIES]
 
 
-def test_an_input_row_cut_or_of_another_form_is_no_traceback(tmp_path: Path, monkeypatch) -> None:
-    """A torn line of ``inputs/edge.jsonl`` costs that line only, and a row whose modality is no object shows no
-    control (both were tracebacks: JSONDecodeError, AttributeError)."""
-    (tmp_path / "inputs").mkdir()
-    rows = [{"name": "task_0000", "vision_path": "/nowhere/v.mp4", "edge": "canny", "prompt": "a cat"}]
-    (tmp_path / "inputs" / "edge.jsonl").write_text(json.dumps(rows[0]) + '\n{"name": "task_00\n')
-    card = SimpleNamespace(config={"options": {"modalities": ["edge"]}}, mode="run", provenance={})
-    media = view.sample_media(RunInputs(tmp_path, card), "task_0000", None)   # the fields the view reads
+def test_a_tasks_page_shows_its_input_video_controls_and_prompt(cached_runs, tmp_path: Path) -> None:
+    """The rows were read from ``inputs/<modality>.jsonl``, which no run writes: every page said "task ... is not in
+    .../inputs/edge.jsonl" per modality and showed no input. They are the requests' rows now, the files served from
+    the dataset."""
+    run = cached_runs["B"]
+    view_ = View(load_runs([run]), view_module("paibench-c"))
+    sample = view_.sample(view_.ids.index("task_0001"), MediaStore(tmp_path / "previews").describe)
+    assert sample["runs"][0]["problems"] == []
+    dataset = run / "fixture_data" / "dataset"
+    videos = {i["label"]: i for i in sample["inputs"] if i["kind"] == "video"}
+    assert {label: i["source"] for label, i in videos.items()} == {
+        "input video (vision_path of every modality)": str(dataset / "videos/task_0001.mp4"),
+        "depth control video": str(dataset / "depth_vids/task_0001.mp4"),
+        "seg control video": str(dataset / "sam2_vids/task_0001.mp4")}
+    assert all(i["url"] and i["sha256"] == sha256_file(Path(i["source"])) for i in videos.values())
+    texts = {i["label"]: i["text"] for i in sample["inputs"] if i["kind"] == "text"}
+    tasks = json.loads((dataset.parent / "tasks.json").read_text())
+    assert sorted(texts) == ["blur control", "edge control", "prompt"]
+    assert texts["prompt"] == tasks[1]["prompt"] and '"fixture": 1' in texts["prompt"]
+
+
+def _requests(tmp_path: Path, lines: list[str]) -> Path:
+    """A run directory holding only a requests file of these lines."""
+    (tmp_path / "generation").mkdir(parents=True)
+    (tmp_path / "generation" / "requests.jsonl").write_text("".join(lines))
+    return tmp_path
+
+
+def _media(run: Path, task: str = "task_0000") -> view.SampleMedia:
+    card = SimpleNamespace(config={"options": {"modalities": ["edge", "depth"]}}, mode="fixture", provenance={})
+    return view.sample_media(RunInputs(run, card), task, None)   # the fields the view reads
+
+
+def test_a_request_cut_or_of_another_form_is_no_traceback(cached_runs, tmp_path: Path) -> None:
+    """A torn line of the requests file is said in one line naming the file and line; a row whose modality is no
+    object shows no control, a row that is no object shows no input, a path out of the dataset folder is not served:
+    none is a traceback."""
+    lines = (cached_runs["B"] / "generation" / "requests.jsonl").read_text().splitlines(keepends=True)
+    edge, depth = (r for r in map(json.loads, lines) if r["id"] in ("edge.task_0000", "depth.task_0000"))
+    edge["settings"]["row"]["edge"] = "canny"
+    edge["settings"]["row"]["vision_path"] = "../../../etc/passwd"
+    depth["settings"]["row"] = "a row"
+    run = _requests(tmp_path / "forms", [json.dumps(edge) + "\n", json.dumps(depth) + "\n"])
+    media = _media(run)
     assert [t.label for t in media.texts] == ["edge control", "prompt"]
-    assert [v.label for v in media.rollouts] == ["edge"]
+    [shown] = media.inputs
+    assert shown.file is None and shown.problem.startswith("../../../etc/passwd is outside the dataset folder")
+    assert [p for p in media.problems if "holds no request" in p] == [
+        f"depth: {run / 'generation/requests.jsonl'} holds no request depth.task_0000 with a row"]
+    run = _requests(tmp_path / "torn", [lines[0], lines[1][:40] + "\n"])
+    media = _media(run)
+    assert not media.inputs and not media.texts
+    [said] = [p for p in media.problems if "is shown" in p and "digest" not in p]
+    assert said.startswith(f"{run / 'generation/requests.jsonl'}:2: ")
+    assert said.endswith(": no input video, control or prompt is shown")
