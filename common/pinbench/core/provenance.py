@@ -53,6 +53,22 @@ def _starts(first: str, word: str) -> str:
     return rf"(?=[{first}])(?:(?<![{word}])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{{4}}))"
 
 
+class _Lazy:
+    """A scrubber's regular expression, compiled where it is first used: sre's compiler is Python, and these (the
+    hints and the rules a hint sends a text to) cost about 40 M instructions at import, paid by every command that
+    imports this module though most of them redact nothing (the CameraBench rerun: +3.9 % when session 60 added three).
+    ``pattern`` is there uncompiled, for the patterns built from others."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern, self.flags = pattern, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:   # search, match, sub, finditer, ...: the compiled pattern's
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self.flags)
+        return getattr(self._compiled, name)
+
+
 # Real Hugging Face tokens are "hf_" plus ~34 letters/digits; the 10-character minimum keeps names
 # such as hf_hub_download or hf_transfer intact.
 _HF_TOKEN = re.compile(_starts("h", "A-Za-z0-9") + r"hf_[A-Za-z0-9]{10,}(?![A-Za-z0-9])")
@@ -80,7 +96,7 @@ _DIGEST = re.compile(r"sha(?:256:[0-9a-f]{64}|512:[0-9a-f]{128})(?![0-9A-Za-z])"
 # body must be long and mix upper case, lower case and digits, or (all-lower keys: sk-proj-..., DeepSeek's sk- and 32
 # hex) hold a run of 20 or more lower-case letters and digits with both in it, so that names such as sk-learn, an
 # option spelled with "sk-" or sk-2024-01-05-run stay.
-_SERVICE_TOKEN = re.compile(
+_SERVICE_TOKEN = _Lazy(
     _starts("gsAx", "A-Za-z0-9_-")
     + r"(?:gh[opsu]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}"
     r"|sk-(?=[A-Za-z0-9_-]*[0-9])(?=[A-Za-z0-9_-]*[a-z])(?=[A-Za-z0-9_-]*[A-Z])[A-Za-z0-9_-]{20,}"
@@ -114,7 +130,7 @@ _QUERY_SECRET = (r"(?i:sig(?:nature)?|key|a(?:uth|ccess_token|pi_?key)|token|pas
 # str.find finds its name (``_hide_authorization``), and the other alternatives are tried only at a first character
 # of theirs: one Authorization header in a 1 MB training log ran them all over the log, 74-102 ms for that step; 0.7 ms
 # now, beside the 6 ms of the hint's scan (by hand).
-_KEYED_SECRET = re.compile(r"(?=[h?&%AaSsP])"
+_KEYED_SECRET = _Lazy(r"(?=[h?&%AaSsP])"
                            r"(?:(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
                            r"|((?:[?&]|&amp;)" + _QUERY_SECRET + r"=)[^&\s\"'#\\]+"
                            r"|(%(?:3[Ff]|26)" + _QUERY_SECRET + r"%3[Dd])(?:[^&\s\"'#\\%]|%(?!2[36]))+"
@@ -139,7 +155,7 @@ _TOKEN_SHAPED = (r"(?![A-Z]{2,8}/[0-9](?:\.[0-9])?(?![A-Za-z0-9._~+/=-]))"
 # not. An unquoted value is never empty: spaces on both sides of an empty one split a run of 100,000 spaces every way
 _DIGEST_PARAM = r"[A-Za-z0-9_-]+[ \t]*=[ \t]*(?:\\?\"[^\"\\\r\n]*\\?\"|[^\s,\"\\]+)[ \t]*,[ \t]*"
 _DIGEST_RESPONSE = r"(?i:digest)[ \t]+(?:" + _DIGEST_PARAM + r")*?(?i:response)[ \t]*=[ \t]*\\?\"?"
-_AUTHORIZATION = re.compile(r"((?i:authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+_AUTHORIZATION = _Lazy(r"((?i:authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
                            r"(?:(?:(?i:bearer|basic)[ \t]*:?[ \t]+)+|(?i:token)[ \t]+"
                            r"(?:(?=[A-Za-z0-9._~+/-]*[0-9])(?=[A-Za-z0-9._~+/-]*[A-Za-z])(?=[A-Za-z0-9._~+/-]{6})"
                            r"|(?=[A-Za-z0-9._~+/-]{20}))"
@@ -148,24 +164,24 @@ _AUTHORIZATION = re.compile(r"((?i:authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"
 # A standalone Bearer (as the header spells it) without the header's name before it: a log line's "sending Bearer V",
 # curl -H 'Bearer V' (secrets74: written whole). Prose has the word too (the bearer of the news): its credential must
 # look like one, six characters or more mixing digits and letters, or twenty or more mixing upper and lower case
-_BEARER = re.compile(_starts("Bb", "A-Za-z0-9") + r"((?i:bearer)[ \t]+" + _TOKEN_SHAPED + ")" + _CREDENTIAL
+_BEARER = _Lazy(_starts("Bb", "A-Za-z0-9") + r"((?i:bearer)[ \t]+" + _TOKEN_SHAPED + ")" + _CREDENTIAL
                      + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
 # A standalone Digest credential without the header's name before it (a log line's 'Digest username="u", ...,
 # response="V"' showed V): only where a Digest parameter list stands, a username=, realm= or nonce= in it (prose's
 # "digest" of a text or image stays)
-_DIGEST_ALONE = re.compile(_starts("Dd", "A-Za-z0-9") + r"(?=(?i:digest)[ \t]+(?:" + _DIGEST_PARAM
+_DIGEST_ALONE = _Lazy(_starts("Dd", "A-Za-z0-9") + r"(?=(?i:digest)[ \t]+(?:" + _DIGEST_PARAM
                            + r")*?(?i:username|realm|nonce)[ \t]*=)(" + _DIGEST_RESPONSE + ")" + _CREDENTIAL)
 # Where ``_hide_authorization`` looks, in a text whose lowered form is not as long (a character lowering to two); a
 # match's group names its needle ('digeſt' matches under IGNORECASE, lowers to no needle)
 _AUTH_NEEDLES = re.compile(r"(?i:(?P<authorization>authorization)|(?P<bearer>bearer)|(?P<digest>digest))")
 # A query's key after '?' and after '&', not after [?&]: a class first loses the scan's first-character skip (2.5x)
-_KEYED_HINT = re.compile(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|&(?:amp;)?" + _QUERY_SECRET + "="
+_KEYED_HINT = _Lazy(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|&(?:amp;)?" + _QUERY_SECRET + "="
                          r"|%(?:3[Ff]|26)" + _QUERY_SECRET + "%3[Dd]"
                          r"|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
 # private key, a ``_KEYED_SECRET``'s key, an Authorization header's name or a Digest parameter list's start (its first
 # letter spelled twice, literal: [Dd] made a plain 100 kB log line's check 3x slower)
-_SURE_HINT = re.compile(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|xapp-|PRIVATE KEY|"
+_SURE_HINT = _Lazy(r"hf_|gh[opsu]_|github_pat_|glpat-|A[KS]IA|xox[abprs]-|xapp-|PRIVATE KEY|"
                         r"a(?i:uthorization)|A(?i:uthorization)|b(?i:earer)|B(?i:earer)"
                         r"|d(?i:igest[ \t]+[a-z0-9_-]+[ \t]*=)|D(?i:igest[ \t]+[a-z0-9_-]+[ \t]*=)|"
                         + _KEYED_HINT.pattern)
@@ -178,7 +194,7 @@ _SK_HINT = re.compile(r"sk-[A-Za-z0-9_-]{20}")   # no lookbehind: in JSON text a
 # ``_may_match``: "ecret" in the lowered text) read it: "ecret" or "ECRET" alone let aws_SeCrEt_access_key= through. No
 # character but the ASCII ones matches c, r, e or t under IGNORECASE, nor lowers to one. A literal first letter keeps
 # the scan fast: [Ee][Cc][Rr][Ee][Tt] made it ~3.8x slower on a 10 kB YAML.
-_MAY_HINT = re.compile(_SURE_HINT.pattern + r"|://|:\\|sk-|e(?i:cret)|E(?i:cret)")
+_MAY_HINT = _Lazy(_SURE_HINT.pattern + r"|://|:\\|sk-|e(?i:cret)|E(?i:cret)")
 # An AWS secret access key is 40 characters of base64's alphabet, which a path or a digest can be too: it is taken
 # for one only after its name (aws_secret_access_key=, "SecretAccessKey": ...) or, mixing upper and lower case
 # (a 40-hex commit does not), on the line of an access key id (AKIA.../ASIA...), within 32 characters of it; never
@@ -193,9 +209,9 @@ _AWS_KEY_ID = _starts("A", "A-Za-z0-9_-") + r"A(?:KIA|SIA)[0-9A-Z]{16}(?![A-Za-z
 # spaces or escaped line breaks and tabs; those after the ':' or '=' only when there is one (two runs side by side
 # split a name's run of 50,000 "\n" or spaces every way: quadratic, minutes on a 100 kB text)
 _JSON_SEPARATOR = r"\\?[\"']?(?:\s|\\[nrt])*(?:[:=](?:\s|\\[nrt])*)?\\?[\"']?"
-_AWS_SECRET_AFTER_NAME = re.compile(rf"({_AWS_SECRET_NAME.pattern}{_JSON_SEPARATOR}){_AWS_SECRET_VALUE}",
+_AWS_SECRET_AFTER_NAME = _Lazy(rf"({_AWS_SECRET_NAME.pattern}{_JSON_SEPARATOR}){_AWS_SECRET_VALUE}",
                                     re.IGNORECASE)
-_AWS_SECRET_NEAR_ID = re.compile(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
+_AWS_SECRET_NEAR_ID = _Lazy(rf"({_AWS_KEY_ID}[^\n]{{0,32}}?){_AWS_MIXED_VALUE}"
                                  rf"|{_AWS_MIXED_VALUE}(?=[^\n]{{0,32}}?{_AWS_KEY_ID})")
 # A value after a name whose last word is a secret's (``_ends_secret``: password=V, api_key: V, "hf_token": "V",
 # MY_TOKEN=V) in free text a generator prints: no variable or option declared it. Its name may follow a JSON escape
@@ -219,7 +235,7 @@ _PLACEHOLDER = r"(?:<[^<>\r\n\"'0-9]*>|\[[^\[\]\r\n\"'0-9]*\]|\$?\{[^{}\r\n\"'0-
 # ("password": "[hunter2]", "api_key": "<sk-abc123def456>" were kept)
 _WHOLE_PLACEHOLDER = re.compile(_PLACEHOLDER)
 _SECRET_WORD = r"(?i:token|secret|passw(?:or)?d|passphrase|credentials?|apikey|(?:api|access|private|secret)[_.-]?key)"
-_NAMED_VALUE = re.compile("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
+_NAMED_VALUE = _Lazy("(?:" + _starts("tTsSpPcCaA", "A-Za-z0-9")
                           + r"|(?<=[a-z0-9])(?=[TSPCA])|(?<=[A-Z])(?=[TSPCA][a-z]))" + _SECRET_WORD +
                           r"(\\?[\"']?[ \t]*[:=][ \t]*)(?:(\\?\")|(\\?'))?"
                           r"(?!%\(|(?:'" + _PLACEHOLDER + "'|" + _PLACEHOLDER + r")(?![^\s\"'\\&,;}\]]))"
