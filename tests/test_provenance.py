@@ -1168,6 +1168,11 @@ BARE_BEARERS = [
     ("Bearer abc123def456Content-Type: application/json", "Bearer ***: application/json"),
     # a Title-Case tail or a secret's name glued on before ':', as after the header (secrets63, secrets59)
     ("Bearer abc123def456Xyz: x bearer abc123api_key: s3cr3tvalue1", "Bearer ***: x bearer ***api_key: ***"),
+    # secrets85: short tokens but prose's shape (three digits, digits between letters, upper case, two digits), and a
+    # credential after a prose word
+    ("Bearer abc123 Bearer a1b2c3 Bearer TOKEN2 Bearer token12 Bearer token2x Bearer abcdefghijk1",
+     "Bearer *** Bearer *** Bearer *** Bearer *** Bearer *** Bearer ***"),
+    ("the Bearer token2 abc123def456 x, Bearer token abc123def456.", "the Bearer *** x, Bearer token ***"),
 ]
 # prose: a word without a digit (but a long one of mixed case), a short one, Bearer inside a word
 BEARER_PROSE = ["the bearer of the news", "Bearer tokens expire; the BEARER scheme", "Bearer abc12",
@@ -1255,6 +1260,27 @@ QUERY_SECRETS = [
     ("https://h/a?url=https%3a%2f%2fx%3fx%3D1%26KEY%3dab%2Bc%26y%3D2&z=3",
      "https://h/a?url=https%3a%2f%2fx%3fx%3D1%26KEY%3d***%26y%3D2&z=3"),
     ("https://h/a?next=%2Fb%3Fsig%3Dab12%23top", "https://h/a?next=%2Fb%3Fsig%3D***%23top"),
+    # secrets85: a key after a '&' escaped otherwise (JSON's \u0026 as Go writes it, HTML's &#38;, &#x26; or twice) or
+    # in a URL encoded twice (%253F, %2526: its value to the twice-encoded '&' or '#') showed its value; a fragment
+    # after a query value cut at its '#' was never read (?client_secret=123456#access_token=V showed V), and a query's
+    # number after a secret's name was read as a count
+    ('{"url":"https://h/a?x=1\\u0026key=abc123\\u0026page=2"}', '{"url":"https://h/a?x=1\\u0026key=***\\u0026page=2"}'),
+    ("https://h/a?x=1&#38;key=abc123&#38;page=2", "https://h/a?x=1&#38;key=***&#38;page=2"),
+    ("https://h/a?x=1&#x26;Sig=abc123 https://h/a?x=1&#038;token=abc", "https://h/a?x=1&#x26;Sig=*** https://h/a?x=1&#038;token=***"),
+    ("https://h/a?x=1&amp;amp;key=abc123&amp;amp;page=2", "https://h/a?x=1&amp;amp;key=***&amp;amp;page=2"),
+    ("https://h/a?x=1&amp;#38;auth=abc123", "https://h/a?x=1&amp;#38;auth=***"),
+    ("https://h/a?u=https%253A%252F%252Fx%253Fkey%253Dab%252Bc%2526y%253D1&z=3",
+     "https://h/a?u=https%253A%252F%252Fx%253Fkey%253D***%2526y%253D1&z=3"),
+    ("https://h/a?u=%252Fb%253Fx%253D1%2526SIG%253Dab12%2523top", "https://h/a?u=%252Fb%253Fx%253D1%2526SIG%253D***%2523top"),
+    ("https://h/a?u=%2Fb%3Fkey%3Dab%2526c%26y%3D1", "https://h/a?u=%2Fb%3Fkey%3D***%26y%3D1"),   # once: %2526 is '%26'
+    ("https://h/cb?client_secret=123456#access_token=abcdef123456",
+     "https://h/cb?client_secret=***#access_token=***"),
+    ("https://h/cb?client_secret=#access_token=abcdef123456", "https://h/cb?client_secret=#access_token=***"),
+    ("https://h/cb?token=12345#access_token=abcdef123456", "https://h/cb?token=***#access_token=***"),
+    ("İ https://h/cb?my_secret=abc#password=hunter2xyz", "İ https://h/cb?my_secret=***#password=***"),   # 'İ': 2 chars
+    ("https://h/a?x=1&client_secret=123456&y=2", "https://h/a?x=1&client_secret=***&y=2"),
+    ("https://h/a?x=1&#38;client_secret=123456#frag https://h/a?x=1&amp;amp;my_token=abcdefgh#top",
+     "https://h/a?x=1&#38;client_secret=***#frag https://h/a?x=1&amp;amp;my_token=***#top"),
 ]
 
 
@@ -1276,6 +1302,11 @@ def test_a_url_query_s_other_values_stay() -> None:
              "&monkey=x&signal=1&authors=me https://h/a#key=frag gen --key=abc https://h/a?key=&sig= "
              "https://h/a?token=#fragment https://h/a?url=%2Fb%3Fkeys%3D1%26monkey%3Dx%26key%3D")
     assert redact(plain) == plain and not holds_secret(plain)
+    # secrets85: escaped '&'s and twice-encoded URLs before other keys; a number after a secret's name but in a query
+    for plain in ("https://h/a?x=1\\u0026page=2\\u0026monkey=abc123 https://h/a?x=1&#38;keys=3&amp;amp;signal=1",
+                  "https://h/a?u=%252Fb%253Fkeys%253D1%2526monkey%253Dabc123%2526key%253D",
+                  "client_secret=123456 eos_token: 128001 https://h/a#client_secret=123456"):
+        assert redact(plain) == plain and not holds_secret(plain), plain
 
 
 # secrets81: a Digest credential (RFC 7616) is its response=, the hash that proves the password: it was written whole.
@@ -1334,6 +1365,11 @@ def test_digest_headers_without_a_response_stay_and_hostile_lines_take_linear_ti
                           "'?x=1' + '&amp;' * 20000, '&amp;key=x' * 11000, '?u=' + '%3Fkey%3D' * 11500, "
                           "'?u=' + '%26' * 34000, '?client_secret=' + '#' * 100000, '&amp;x_token=abcdef#' * 5000]"
                           ) == [0, 0, 0, 2700, 0, 0, 11000, 1, 0, 0, 5000]
+    # secrets85: escaped '&'s, twice-encoded keys, fragments read again
+    assert _hidden_counts("['\\\\u0026key=x' * 9000, '&amp;#38;key=x' * 7100, '&' + 'amp;' * 25000 + 'x ?key=x', "
+                          "'?u=' + '%253Fkey%253D' * 7700, '%' + '25' * 50000 + '3Fkey%3Dx', "
+                          "'?client_secret=1#access_token=abcdef1 ' * 2600, 'Bearer token ab1234 ' * 7200]"
+                          ) == [9000, 7100, 1, 1, 0, 5200, 7200]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)

@@ -112,6 +112,9 @@ _SERVICE_TOKEN = _Lazy(
 # ``_KEYED_HINT`` tries it at each '?' and '&', 1.4 ms on 100 kB of URLs, 1.6 ms as a list of whole names (by hand).
 _QUERY_SECRET = (r"(?i:sig(?:nature)?|key|a(?:uth|ccess_token|pi_?key)|token|password|credential"
                  r"|x-(?:amz-(?:signature|credential|security-token)|goog-(?:signature|credential)))")
+# The '&' before a query's key as a text may escape it, once or more: HTML (&amp;, &amp;amp;, &#38;, &#x26;, &amp;#38;)
+# or JSON (\u0026: Go's encoder writes every '&' so). Each showed the value after it (secrets85)
+_QUERY_AMP = r"(?:&|\\u0026)(?:amp;)*(?:#(?:0*38|[xX]0*26);)?"
 # Secrets known by what stands before them, hidden from there on: a Slack webhook's path (the URL is the secret;
 # hooks.slack.com and GovSlack's hooks.slack-gov.com), a URL query's credential (``_QUERY_SECRET``), a storage or
 # Service Bus connection string's AccountKey=, SharedAccessKey= or SharedAccessSignature= value (to its ';'), cased as
@@ -130,10 +133,11 @@ _QUERY_SECRET = (r"(?i:sig(?:nature)?|key|a(?:uth|ccess_token|pi_?key)|token|pas
 # str.find finds its name (``_hide_authorization``), and the other alternatives are tried only at a first character
 # of theirs: one Authorization header in a 1 MB training log ran them all over the log, 74-102 ms for that step; 0.7 ms
 # now, beside the 6 ms of the hint's scan (by hand).
-_KEYED_SECRET = _Lazy(r"(?=[h?&%AaSsP])"
+_KEYED_SECRET = _Lazy(r"(?=[h?&%AaSsP\\])"
                            r"(?:(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
-                           r"|((?:[?&]|&amp;)" + _QUERY_SECRET + r"=)[^&\s\"'#\\]+"
-                           r"|(%(?:3[Ff]|26)" + _QUERY_SECRET + r"%3[Dd])(?:[^&\s\"'#\\%]|%(?!2[36]))+"
+                           r"|((?:\?|" + _QUERY_AMP + ")" + _QUERY_SECRET + r"=)[^&\s\"'#\\]+"
+                           r"|(%(?P<depth>(?:25)*)(?:3[Ff]|26)" + _QUERY_SECRET + r"%(?P=depth)3[Dd])"
+                           r"(?:[^&\s\"'#\\%]|%(?!(?P=depth)2[36]))+"
                            r"|(" + _starts("AaSs", "A-Za-z0-9")
                            + r"(?:[Aa]ccount[Kk]ey|ACCOUNTKEY|[Ss]hared[Aa]ccess(?:[Kk]ey|[Ss]ignature)"
                            r"|SHAREDACCESS(?:KEY|SIGNATURE))=)[^;\s\"'\\]+"
@@ -163,9 +167,11 @@ _AUTHORIZATION = _Lazy(r"((?i:authorization)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
                            + _CREDENTIAL + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
 # A standalone Bearer (as the header spells it) without the header's name before it: a log line's "sending Bearer V",
 # curl -H 'Bearer V' (secrets74: written whole). Prose has the word too (the bearer of the news): its credential must
-# look like one, six characters or more mixing digits and letters, or twenty or more mixing upper and lower case
-_BEARER = _Lazy(_starts("Bb", "A-Za-z0-9") + r"((?i:bearer)[ \t]+" + _TOKEN_SHAPED + ")" + _CREDENTIAL
-                     + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
+# look like one, six characters or more mixing digits and letters, or twenty or more mixing upper and lower case. One
+# word of lower-case letters (a capital first, maybe one digit) may stand before the credential, tried only after the
+# word itself failed as one: Bearer token V showed V; Bearer token2 V hides both (a credential's list follows it)
+_BEARER = _Lazy(_starts("Bb", "A-Za-z0-9") + r"((?i:bearer)[ \t]+(?:[A-Z]?[a-z]+[0-9]?[ \t]+)??" + _TOKEN_SHAPED + ")"
+                + _CREDENTIAL + r"(?:(?:[ \t]*,[ \t]*|[ \t]+)" + _TOKEN_SHAPED + _CREDENTIAL + ")*")
 # A standalone Digest credential without the header's name before it (a log line's 'Digest username="u", ...,
 # response="V"' showed V): only where a Digest parameter list stands, a username=, realm= or nonce= in it (prose's
 # "digest" of a text or image stays)
@@ -174,9 +180,12 @@ _DIGEST_ALONE = _Lazy(_starts("Dd", "A-Za-z0-9") + r"(?=(?i:digest)[ \t]+(?:" + 
 # Where ``_hide_authorization`` looks, in a text whose lowered form is not as long (a character lowering to two); a
 # match's group names its needle ('digeſt' matches under IGNORECASE, lowers to no needle)
 _AUTH_NEEDLES = re.compile(r"(?i:(?P<authorization>authorization)|(?P<bearer>bearer)|(?P<digest>digest))")
-# A query's key after '?' and after '&', not after [?&]: a class first loses the scan's first-character skip (2.5x)
-_KEYED_HINT = _Lazy(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|&(?:amp;)?" + _QUERY_SECRET + "="
-                         r"|%(?:3[Ff]|26)" + _QUERY_SECRET + "%3[Dd]"
+# A query's key after '?' and after '&', not after [?&]: a class first loses the scan's first-character skip (2.5x).
+# After an escaped '&' by its last character (';' of &amp; or &#38;, "u0026"): ``_QUERY_AMP`` here made the scan of a
+# 100 kB log holding \n escapes 4x slower (by hand)
+_KEYED_HINT = _Lazy(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|&" + _QUERY_SECRET + "=|;" + _QUERY_SECRET
+                         + "=|u0026" + _QUERY_SECRET + "="
+                         r"|%(?:25)*(?:3[Ff]|26)" + _QUERY_SECRET + "%(?:25)*3[Dd]"
                          r"|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
 # private key, a ``_KEYED_SECRET``'s key, an Authorization header's name or a Digest parameter list's start (its first
@@ -514,7 +523,10 @@ def _glued_value_hidden(text: str, at: int, end: int) -> bool:
     probe = REDACTED + text[at:stop if stop >= 0 else end + _VALUE_WINDOW]
     word = _GLUED_SECRET.search(probe, 0, len(REDACTED) + end - at)
     match = _NAMED_VALUE.match(probe, word.start()) if word else None
-    return match is not None and _named_value_hidden(probe, match) != match.group()
+    if match is None:
+        return False
+    shown, stop = _named_value_hidden(probe, match)
+    return shown != probe[match.start():stop]
 
 
 _VALUE_WINDOW = 256   # characters after a glued name that decide whether its value is hidden
@@ -536,47 +548,57 @@ _HEADER_COLON = re.compile(r"[ \t]*:")
 def _hide_named_values(text: str, lowered: str) -> str:
     """``text`` with each ``_NAMED_VALUE``'s value hidden, but a number's, or one that does not end where a value
     must (its quote; after ':' its line, string or field). ``lowered`` is ``text.lower()``, which the caller has
-    (lowering a 1 MB log twice cost ~5 ms)."""
+    (lowering a 1 MB log twice cost ~5 ms). A query's value cut at its fragment's '#' is read to there only: the
+    fragment is read again (?client_secret=123456#access_token=V showed V, secrets85)."""
+    parts, done = [], 0
     if len(lowered) != len(text):   # a character lowering to two: positions differ, read the text whole
-        return _NAMED_VALUE.sub(lambda match: _named_value_hidden(text, match), text)
+        while match := _NAMED_VALUE.search(text, done):
+            shown, stop = _named_value_hidden(text, match)
+            parts += [text[done:match.start()], shown]
+            done = stop
+        return "".join([*parts, text[done:]])
     starts = sorted({at - back for needle in _SECRET_FIELD_NEEDLES for at in _occurrences(lowered, needle)
                      for back in (_KEY_BACKS if needle == "key" else (0,)) if at >= back})
-    parts, done = [], 0
     for start in starts:
         match = _NAMED_VALUE.match(text, start) if start >= done else None
         if match:
-            parts += [text[done:start], _named_value_hidden(text, match)]
-            done = match.end()
+            shown, stop = _named_value_hidden(text, match)
+            parts += [text[done:start], shown]
+            done = stop
     return "".join([*parts, text[done:]])
 
 
-def _named_value_hidden(text: str, match: re.Match[str]) -> str:
-    """``match`` (a ``_NAMED_VALUE`` of ``text``) with its value hidden, or as it is. A dotted code name after a token's
+def _named_value_hidden(text: str, match: re.Match[str]) -> tuple[str, int]:
+    """``match`` (a ``_NAMED_VALUE`` of ``text``) with its value hidden, or as it is, and where it stops in ``text``:
+    its end, or a query value's fragment ('#'), which is no part of it. A URL query's value is hidden if a number too:
+    no count (?client_secret=123456, a PIN or one-time code, was shown; secrets85). A dotted code name after a token's
     name (``_code_name``) stays unquoted or as a field's value quoted as its name is (``_FIELD_KEY_END``), in JSON
     text ("pad_token": "tokenizer.eos_token") or a Python repr ('pad_token': 'tokenizer.eos_token'), as ``scrub``
     keeps that field of the object."""
     quote, value, end = match.group(2) or match.group(3), match.group(4), match.end()
+    stop = end
+    query = not quote and "=" in match.group(1) and _QUERY_KEY.search(
+        text, max(match.start() - _QUERY_KEY_MOST, 0), match.start()) is not None
     if not quote and "=" not in match.group(1) and value[-1] in ",;":   # api_key: V, next: the field's end
         value, end = value[:-1], end - 1
-    elif not quote and "#" in value and _QUERY_KEY.search(text, max(match.start() - _QUERY_KEY_MOST, 0),
-                                                           match.start()):
+    elif query and "#" in value:
         value = value[:value.index("#")]   # a query's value ends at its fragment: ?password=V#frag kept no '#frag'
-        end = match.start(4) + len(value)
+        end = stop = match.start(4) + len(value)
         if not value:
-            return match.group(0)
+            return text[match.start():stop], stop
     ends = (_FIELD_END.match(text, end) is not None or (text.startswith(quote, end) if quote
             else "=" in match.group(1) or _MIXED.match(value)))
     key_end = _FIELD_KEY_END.match(match.group(1))
     code = not quote or bool(key_end and key_end.group(1) == quote)
-    if not ends or _number(value) or code and _code_name(text[match.start():match.start(1)], value):
-        return match.group(0)
-    return text[match.start():match.start(4)] + REDACTED + text[end:match.end()]
+    if not ends or _number(value) and not query or code and _code_name(text[match.start():match.start(1)], value):
+        return text[match.start():stop], stop
+    return text[match.start():match.start(4)] + REDACTED + text[end:stop], stop
 
 
-# A URL query's key (after '?', '&' or an HTML-escaped '&amp;') ending where a secret's name starts: its value ends at
-# the fragment's '#', which no query value holds raw. Sought in the name's last 64 characters (a longer key's value
-# runs on, hidden whole)
-_QUERY_KEY = re.compile(r"(?:[?&]|&amp;)[A-Za-z0-9._~-]*$")
+# A URL query's key (after '?', '&' or an escaped '&': ``_QUERY_AMP``) ending where a secret's name starts: its value
+# ends at the fragment's '#', which no query value holds raw. Sought in the name's last 64 characters (a longer key's
+# value runs on, hidden whole)
+_QUERY_KEY = re.compile(r"(?:\?|" + _QUERY_AMP + r")[A-Za-z0-9._~-]*$")
 _QUERY_KEY_MOST = 64
 
 # Where a field's name ends: its quote (escaped in JSON text; ' in a Python repr), then ':'. A value in the same quote
