@@ -4092,6 +4092,28 @@ def test_a_stale_rejected_rollout_that_cannot_be_removed_fails_no_good_sample(
     assert rejected.is_file() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
 
 
+def test_a_kept_rollout_walks_the_rejected_folder_only_where_there_is_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each kept rollout walked generation/rejected/<output> for symlinks (a stat of each folder on the way) to
+    clear an earlier run's rejected rollout, though most runs have no rejected folder: one look at it is enough."""
+    from pinbench.ops import generation
+
+    walked: list[str] = []
+    rejects_inside = generation._rejects_inside
+
+    def spied(store: Path, output: str) -> bool:
+        walked.append(output)
+        return rejects_inside(store, output)
+
+    monkeypatch.setattr(generation, "_rejects_inside", spied)
+    out = tmp_path / "run"
+    assert _run(out, RENDER).exit_code == 0
+    assert walked == [] and not (out / "generation" / "rejected").exists()
+    assert _run(out, RENDER, mode="frames").exit_code == 2   # a rejected rollout, then a good one clears it
+    assert _run(out, RENDER).exit_code == 0
+    assert "edge/task_0000.mp4" in walked and not (out / "generation" / "rejected" / "edge" / "task_0000.mp4").exists()
+
+
 def test_the_rejected_folder_is_named_by_its_absolute_path_under_a_relative_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a relative --out the reason named ``run/generation/rejected`` where the sample's other words name
@@ -4142,10 +4164,13 @@ def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_
     assert f"{stray}: no request names it, so it is not scored" in result.notes, result.lines()
 
 
-def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(tmp_path: Path) -> None:
+def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ``--limit`` a video no request names may be a good rollout of a request the limit cut (an earlier
     full run's): ``pinbench check`` said "no request names it" as of any run. It reads the limit from the
-    scorecard's config and says it, as the run's own line does."""
+    scorecard's config and says it, as the run's own line does: from the scorecard check_run loaded, not read a
+    second time."""
+    from pinbench.core import files
     from pinbench.core.check import check_run
 
     out = tmp_path / "run"
@@ -4154,7 +4179,16 @@ def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(tmp_pat
                                     options={"modalities": "edge"}, env={})).exit_code == 0
     stray = out / "rollouts" / "edge" / "task_0003.mp4"
     shutil.copyfile(out / "rollouts" / "edge" / "task_0000.mp4", stray)
+    opened: list[str] = []
+    open_regular = files.open_regular
+
+    def counted(path: Path | str, *args: Any, **kwargs: Any) -> int:
+        opened.append(Path(path).name)
+        return open_regular(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "open_regular", counted)
     result = check_run(out)
+    assert opened.count("scorecard.json") == 1, opened
     assert f"{stray}: no request of this --limit 1 run names it, so it is not scored" in result.notes, result.lines()
     assert not [note for note in result.notes if "no request names it" in note], result.lines()
 

@@ -1826,9 +1826,10 @@ def _reject(partial: Path, store: Path, output: str) -> str:
 def _clear_rejected(store: Path, output: str) -> None:
     """Remove the rejected rollout an earlier run left for ``output`` (``_reject``), once a rollout for it passed
     the check: it is no longer that request's answer. One that cannot be removed (a ``REJECTED`` the run may not
-    write) is said by its path and left: it failed a sample whose rollout was in place."""
+    write) is said by its path and left: it failed a sample whose rollout was in place. Without a ``REJECTED``
+    folder (most runs) that one look is all: the walk for symlinks on the way was paid for every kept rollout."""
     rejected = store / REJECTED / output
-    if not _rejects_inside(store, output):
+    if not os.path.lexists(store / REJECTED) or not _rejects_inside(store, output):
         return
     try:
         _clear(rejected)
