@@ -172,6 +172,9 @@ def test_a_shard_still_in_an_earlier_step_is_running_by_its_lock(tmp_path: Path)
     assert processes() == {0: "finished", 1: "locked on host gpu-node-7"}
     assert "\n1/2    0     0       0        3        locked on host gpu-node-7  -\n" in render(
         run_status(tmp_path, ask_slurm=False))
+    shard = run_status(tmp_path, ask_slurm=False).shards[1]   # a job Slurm saw end left the lock: its state says
+    shard.slurm = slurm.JobState("7", 1, "FAILED", exit_code="1:0")
+    assert shard.process == "ended (no manifest)"
 
 
 def test_plain_status_exits_0_while_a_shard_run_by_hand_is_running(tmp_path: Path) -> None:

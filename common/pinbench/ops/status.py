@@ -78,7 +78,8 @@ class ShardStatus:
         if self.finished:
             return "finished"
         if not self.started:   # no manifest of this step: a live lock is a run preparing it or in an earlier step
-            if self.host is not None:   # "not started" beside a run on another node that holds it
+            # "not started" beside a run on another node that holds it (a lock a job Slurm saw end left: its state)
+            if self.host is not None and (self.slurm is None or not self.slurm.ended):
                 return f"locked on host {printable(self.host)}"
             return "running" if self.running else self._without_manifest()
         return "started" if self.running is None else "running" if self.running else "stopped"
