@@ -326,17 +326,19 @@ def test_unusable_videos_are_counted_by_what_each_is(tmp_path: Path) -> None:
 
 def test_a_name_past_its_extension_is_counted_as_that_not_as_one_giving_no_sample_id(tmp_path: Path) -> None:
     """``x.mp4.`` fails as a name that runs past its extension: the doctor had filed it under "has a name that gives
-    no sample id of its own", which sent the user looking at the name's characters, not at its end."""
+    no sample id of its own", which sent the user looking at the name's characters, not at its end. ``d. mp4`` (a
+    space inside it) was not counted at all."""
     videos = tmp_path / "v"
     _video(videos / "a.mp4")
-    for name in ("b.mp4.", "c.mp4\u00a0"):   # a no-break space pasted from a web page
+    for name in ("b.mp4.", "c.mp4\u00a0", "d. mp4"):   # a no-break space pasted from a web page
         (videos / name).write_bytes((videos / "a.mp4").read_bytes())
     result = runner.invoke(cli.app, ["doctor", "dynamic-degree", "--checkpoint", "m", "-o", f"videos={videos}",
                                      "-o", "flow=farneback", "--gpus", "0"])
     assert result.exit_code == 2, result.output
     (line,) = [line for line in result.output.splitlines() if line.startswith("PROBLEM inputs")]
-    assert line.startswith(f"PROBLEM inputs: 2 of 3 videos are unusable under {videos} (2 have names that run "
-                           "past their extension): "), line
+    assert line.startswith(f"PROBLEM inputs: 3 of 4 videos are unusable under {videos} (2 have names that run "
+                           "past their extension, 1 has a space inside its extension): "), line
+    assert "d. mp4 (its suffix '. mp4' holds a space, so it is not read as a .mp4 file: rename it to 'd.mp4')" in line
     assert "b.mp4. (its name ends in '.' after .mp4, so it is not read as a .mp4 file: rename it to 'b.mp4')" in line
     assert "c.mp4\\xa0 (its name ends in '\\xa0' after .mp4" in line
 

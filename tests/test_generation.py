@@ -1458,14 +1458,19 @@ def test_a_placeholder_outside_a_string_in_python_c_code_is_refused_and_the_code
         tmp_path: Path) -> None:
     """``python -c "open({out}, 'wb')"`` pasted the path into the code unquoted: a SyntaxError for every sample,
     after the run began. Refused before the run, in one line saying to pass the paths as the code's arguments
-    (in quotes, a path with a quote breaks it too); one in a string literal, or after the code, is taken."""
+    (in quotes, a path with a quote breaks it too); one in a string literal, or after the code, is taken. One in an
+    f-string's field (``f'{{{out}}}'`` is ``f'{/path}'``) is code: Python 3.11 reads the f-string as one token, and
+    it was taken."""
     from pinbench.ops.generation import _run_command, command_argv
 
     for command, name, python in (("python -c \"open({out}, 'wb')\"", "out", "python"),
                                   ("timeout 1h python3 -u -c 'import gen; gen.run({request}, \"{out}\")'",
                                    "request", "python3"),
                                   ("env A=1 python -Bc 'x = {out}' {out}", "out", "python"),
-                                  ("python -c'open({{{out}}})'", "out", "python")):
+                                  ("python -c'open({{{out}}})'", "out", "python"),
+                                  # the path in an f-string's field, as code (Python 3.11: one STRING token)
+                                  ("python -c \"f'{{{out}}}'\"", "out", "python"),
+                                  ("python3 -c \"print(f'x{ {request} }')\" {out}", "request", "python3")):
         with pytest.raises(RecipeError) as caught:
             _run(tmp_path / "run", f"command:{command}")
         assert str(caught.value) == (
@@ -1475,7 +1480,8 @@ def test_a_placeholder_outside_a_string_in_python_c_code_is_refused_and_the_code
     assert list(tmp_path.iterdir()) == []
     for command in ("python -c \"open('{out}', 'wb')\"", "python -c 'open(\"\"\"{{{out}}}\"\"\")'",
                     "python -c 'x = {{out}}' {out}", "python -c 'x = 1  # {out}'", "python gen.py -c {out}",
-                    "python -m gen -c {out}"):
+                    "python -m gen -c {out}", "python -c \"print(f'{x!r} {out}')\"",
+                    "python -c \"print(f'{{out}} {\\\"{out}\\\"}')\""):
         assert command_argv(f"command:{command}")
     code = "import json, sys; f = open(sys.argv[2], 'w'); f.write(json.load(open(sys.argv[1]))['id'])"
     out = tmp_path / "a run" / "it's.mp4"
@@ -1654,6 +1660,35 @@ def test_a_placeholder_inside_a_shell_c_script_is_refused_and_the_script_s_argum
     assert GeneratorSpec("command:sh ./gen.sh -c {request} {out}").command[-1] == "{out}"   # a script file's -c
     # a program's own option named --shell: bash is its value there, no shell runs {request} (it was refused)
     assert GeneratorSpec("command:gen --shell bash -c {request} --out {out}").command[-1] == "{out}"
+
+
+def test_a_placeholder_written_as_a_variable_in_a_shell_script_is_refused_unless_the_script_sets_it(
+        tmp_path: Path) -> None:
+    """``bash -c 'gen --out ${out}'`` was refused as "pasted in unquoted", but the run passes ``${out}`` as
+    written: the shell's variable ``out``, which nothing set, read empty (``gen --out`` and no path). Refused
+    saying so; a script or env that sets the variable (``out="$1"``) is taken, and runs."""
+    from pinbench.ops.generation import GeneratorSpec, _run_command, command_argv
+
+    for script, name, shell in (("bash -c 'gen --out ${out}'", "out", "bash"),
+                                ("sh -c 'gen --out \"$1\" --request \"${request}\"' sh {out}", "request", "sh"),
+                                ("sh -c 'gen --out=${out}' sh {out}", "out", "sh"),
+                                ("sh -c 'gen --the-out=${out} --out \"$1\"' sh {out}", "out", "sh")):
+        with pytest.raises(RecipeError) as caught:
+            _run(tmp_path / "run", f"command:{script}")
+        assert str(caught.value) == (
+            f"--generator command:{script}: ${{{name}}} inside a {shell} -c script is the shell's variable {name}, "
+            f"which the command never sets (the run fills {{{name}}}, not ${{{name}}}), so the script reads it empty; "
+            f"pass the paths as the script's arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} "
+            "{request} {out}")
+    assert list(tmp_path.iterdir()) == []
+    for taken in ("env out=/x sh -c 'gen \"${out}\" \"$1\"' sh {out}",
+                  "sh -c 'export request=\"$1\"; gen \"${request}\" \"$2\"' sh {request} {out}"):
+        assert command_argv(f"command:{taken}")
+    spec = GeneratorSpec("command:sh -c 'out=\"$2\"; cp \"$1\" \"${out}\"' sh {request} {out}")
+    out = tmp_path / "a run" / "it's.mp4"
+    out.parent.mkdir()
+    _run_command(spec.command, _request(), out, 60, tmp_path / "log", tmp_path)
+    assert json.loads(out.read_text())["id"] == "t2v-000"
 
 
 @pytest.mark.parametrize("wrapped", [
@@ -4057,6 +4092,28 @@ def test_a_stale_rejected_rollout_that_cannot_be_removed_fails_no_good_sample(
     assert rejected.is_file() and len(list((out / "rollouts").rglob("*.mp4"))) == 4
 
 
+def test_a_kept_rollout_walks_the_rejected_folder_only_where_there_is_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each kept rollout walked generation/rejected/<output> for symlinks (a stat of each folder on the way) to
+    clear an earlier run's rejected rollout, though most runs have no rejected folder: one look at it is enough."""
+    from pinbench.ops import generation
+
+    walked: list[str] = []
+    rejects_inside = generation._rejects_inside
+
+    def spied(store: Path, output: str) -> bool:
+        walked.append(output)
+        return rejects_inside(store, output)
+
+    monkeypatch.setattr(generation, "_rejects_inside", spied)
+    out = tmp_path / "run"
+    assert _run(out, RENDER).exit_code == 0
+    assert walked == [] and not (out / "generation" / "rejected").exists()
+    assert _run(out, RENDER, mode="frames").exit_code == 2   # a rejected rollout, then a good one clears it
+    assert _run(out, RENDER).exit_code == 0
+    assert "edge/task_0000.mp4" in walked and not (out / "generation" / "rejected" / "edge" / "task_0000.mp4").exists()
+
+
 def test_the_rejected_folder_is_named_by_its_absolute_path_under_a_relative_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a relative --out the reason named ``run/generation/rejected`` where the sample's other words name
@@ -4107,10 +4164,13 @@ def test_check_of_a_run_notes_a_video_in_its_rollouts_that_no_request_names(tmp_
     assert f"{stray}: no request names it, so it is not scored" in result.notes, result.lines()
 
 
-def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(tmp_path: Path) -> None:
+def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ``--limit`` a video no request names may be a good rollout of a request the limit cut (an earlier
     full run's): ``pinbench check`` said "no request names it" as of any run. It reads the limit from the
-    scorecard's config and says it, as the run's own line does."""
+    scorecard's config and says it, as the run's own line does: from the scorecard check_run loaded, not read a
+    second time."""
+    from pinbench.core import files
     from pinbench.core.check import check_run
 
     out = tmp_path / "run"
@@ -4119,7 +4179,16 @@ def test_check_of_a_limit_run_says_its_limit_of_a_video_no_request_names(tmp_pat
                                     options={"modalities": "edge"}, env={})).exit_code == 0
     stray = out / "rollouts" / "edge" / "task_0003.mp4"
     shutil.copyfile(out / "rollouts" / "edge" / "task_0000.mp4", stray)
+    opened: list[str] = []
+    open_regular = files.open_regular
+
+    def counted(path: Path | str, *args: Any, **kwargs: Any) -> int:
+        opened.append(Path(path).name)
+        return open_regular(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "open_regular", counted)
     result = check_run(out)
+    assert opened.count("scorecard.json") == 1, opened
     assert f"{stray}: no request of this --limit 1 run names it, so it is not scored" in result.notes, result.lines()
     assert not [note for note in result.notes if "no request names it" in note], result.lines()
 

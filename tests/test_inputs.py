@@ -19,6 +19,7 @@ from pinbench.core.config import RecipeError
 from pinbench.core.inputs import (
     DIGESTS_FILE,
     PAST_SUFFIX,
+    SPACED_SUFFIX,
     InputDigests,
     InputFileError,
     InputKey,
@@ -96,18 +97,39 @@ def test_a_name_past_its_suffix_in_unicode_spaces_fails_by_name_and_the_names_of
         tmp_path: Path) -> None:
     """A no-break, thin or ideographic space or a zero-width one after the suffix hides as a space does: each was
     skipped without a word. Names an honest folder holds are not caught: a download's ``.part``, a hidden file, a
-    double dot or suffix inside the name, a space before the suffix's letters."""
+    double dot or suffix inside the name, a space before the suffix's dot."""
     past = ("n.mp4\u00a0", "t.mp4\u2009", "i.mp4\u3000", "z.mp4\u200b", "d.mp4.\u00a0.")
-    honest = ("x.mp4.part", ".h.mp4.", "x..mp4", "x.mp4.mp4", "x. mp4", "x.mp4~")
+    honest = ("x.mp4.part", ".h.mp4.", "x..mp4", "x.mp4.mp4", "x .mp4", "x.mp4~", "x. mp4 notes", "x. ")
     for name in (*past, *honest):
         (tmp_path / name).write_bytes(name.encode())
     listed = {v.relative: v for v in list_inputs(tmp_path)}
-    assert sorted(listed) == sorted([*past, "x..mp4", "x.mp4.mp4"])
+    assert sorted(listed) == sorted([*past, "x..mp4", "x.mp4.mp4", "x .mp4"])
     for name in past:
         assert listed[name].kind == PAST_SUFFIX and listed[name].problem.endswith(
             f"after .mp4, so it is not read as a .mp4 file: rename it to {name[0] + '.mp4'!r}"), name
     assert listed["n.mp4\u00a0"].problem.startswith("its name ends in '\\xa0' after .mp4")
-    assert listed["x..mp4"].problem is None and listed["x.mp4.mp4"].problem is None
+    assert listed["x..mp4"].problem is None and listed["x.mp4.mp4"].problem is None and listed["x .mp4"].problem is None
+
+
+def test_a_space_inside_an_input_s_suffix_fails_by_name(tmp_path: Path) -> None:
+    """``x. mp4`` (a space, or a zero-width one, before or inside the suffix's letters) was skipped without a word:
+    it is a sample that fails by name, under a ``bad-name-`` id (``x`` was ``x.mp4``'s), counted as its own kind."""
+    spaced = {"x. mp4": "x.mp4", "m.m p4": "m.mp4", "u.MKV\u200b ": None, "c. MOV": "c.MOV"}
+    for name in (*spaced, "x.mp4"):
+        (tmp_path / name).write_bytes(name.encode())
+    listed = {v.relative: v for v in list_inputs(tmp_path)}
+    assert sorted(listed) == sorted([*spaced, "x.mp4"])
+    for name, renamed in spaced.items():
+        if renamed is not None:
+            assert listed[name].kind == SPACED_SUFFIX, name
+            suffix = "." + name.partition(".")[2]
+            assert listed[name].problem == (f"its suffix {suffix!r} holds a space, so it is not read as a "
+                                            f"{Path(renamed).suffix} file: rename it to {renamed!r}"), name
+    assert listed["u.MKV\u200b "].kind == PAST_SUFFIX   # only past it: the name past its suffix it was
+    tasks = {t.name: t for t in input_tasks(tmp_path, list(listed.values()), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    assert tasks["x.mp4"].sample_id == "x" and tasks["x.mp4"].problem is None
+    assert tasks["x. mp4"].sample_id.startswith("bad-name-") and tasks["x. mp4"].input is None
 
 
 def test_two_inputs_whose_ids_differ_only_in_unicode_composition_each_fail_by_name(tmp_path: Path) -> None:

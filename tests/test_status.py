@@ -146,7 +146,8 @@ def test_a_shard_that_did_not_finish_is_running_stopped_or_unknown_by_its_lock(t
 
 def test_a_shard_still_in_an_earlier_step_is_running_by_its_lock(tmp_path: Path) -> None:
     """Status judges the newest step's manifests: a shard still generating (its lock held) while another had
-    moved on to scoring showed "not started", as the lock was checked only for shards with a manifest there."""
+    moved on to scoring showed "not started", as the lock was checked only for shards with a manifest there; and
+    still did when a run on another host held it."""
     from pinbench.core.rundir import LOCK_DIR, this_process
 
     run_samples(TASKS, _square, tmp_path / "gen", shard=Shard(0, 2), step="generate", progress=False)
@@ -166,6 +167,14 @@ def test_a_shard_still_in_an_earlier_step_is_running_by_its_lock(tmp_path: Path)
     lock.write_text(json.dumps({**this_process(), "pid": 2**22 + 1}))
     assert processes() == {0: "finished", 1: "not started"}   # a lock left by a killed process
     assert exit_code(run_status(tmp_path, ask_slurm=False)) == 2
+    # a run on another node holds it: "not started" sent the user to start a second run of that shard
+    lock.write_text(json.dumps({**this_process(), "host": "gpu-node-7"}))
+    assert processes() == {0: "finished", 1: "locked on host gpu-node-7"}
+    assert "\n1/2    0     0       0        3        locked on host gpu-node-7  -\n" in render(
+        run_status(tmp_path, ask_slurm=False))
+    shard = run_status(tmp_path, ask_slurm=False).shards[1]   # a job Slurm saw end left the lock: its state says
+    shard.slurm = slurm.JobState("7", 1, "FAILED", exit_code="1:0")
+    assert shard.process == "ended (no manifest)"
 
 
 def test_plain_status_exits_0_while_a_shard_run_by_hand_is_running(tmp_path: Path) -> None:

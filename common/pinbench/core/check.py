@@ -49,7 +49,6 @@ from pinbench.core.files import (
     first_names,
     loads_finite_json,
     not_regular,
-    read_json_object,
     read_regular_bytes,
     read_regular_text,
     regular_sha256,
@@ -137,17 +136,21 @@ def check_run(run_dir: Path | str) -> CheckResult:
     if run_dir.name == SCORECARD and run_dir.is_file():
         run_dir = run_dir.parent
     result = CheckResult(run_dir)
+    problem = not_a_run_directory(run_dir)   # what ``pinbench status`` says of it, not "scorecard.json: not found"
+    card: Scorecard | FileError | None = None
+    if not problem:
+        try:
+            card = load_scorecard(run_dir / SCORECARD)
+        except FileError as exc:
+            card = exc
     if run_dir.is_dir():   # noted in any folder: a run killed while making them may have written nothing else
         _partial_rollouts(run_dir, result)
-        _unasked_rollouts(run_dir, result)
-    problem = not_a_run_directory(run_dir)   # what ``pinbench status`` says of it, not "scorecard.json: not found"
+        _unasked_rollouts(run_dir, result, card.config if isinstance(card, Scorecard) else {})
     if problem:
         result.problems.append(problem)
         return result
-    try:
-        card = load_scorecard(run_dir / SCORECARD)
-    except FileError as exc:
-        result.problems.append(str(exc))
+    if not isinstance(card, Scorecard):
+        result.problems.append(str(card))
         return result
     try:
         owner = aside_owner(run_dir)
@@ -570,11 +573,12 @@ def _partial_rollouts(run_dir: Path, result: CheckResult) -> None:
                             "alone in this folder removes them, or delete them")
 
 
-def _unasked_rollouts(run_dir: Path, result: CheckResult) -> None:
+def _unasked_rollouts(run_dir: Path, result: CheckResult, config: Mapping[str, Any]) -> None:
     """A note of each video in ``rollouts/`` that none of the run's requests names (``unasked_lines``): never scored
     (a generator that wrote under another name than its out, an earlier run's larger --limit), which the run said
     once as its generation step ended and ``pinbench check`` did not say at all. A note, not a problem: the run's
-    scores are of the files its requests name. Without a readable requests file nothing is said."""
+    scores are of the files its requests name. Without a readable requests file nothing is said. ``config``: the
+    scorecard's, as ``check_run`` loaded it (none without a valid one)."""
     requests, rollouts = run_dir / GENERATION / REQUESTS_FILE, run_dir / ROLLOUTS
     if not rollouts.is_dir() or not requests.is_file():
         return
@@ -583,8 +587,7 @@ def _unasked_rollouts(run_dir: Path, result: CheckResult) -> None:
     except RequestError:
         return
     # under --limit (the scorecard's config says) the file may be a good rollout of a request the limit cut
-    config = (read_json_object(run_dir / SCORECARD) or {}).get("config")
-    limit = config.get("limit") if isinstance(config, dict) else None
+    limit = config.get("limit")
     result.notes.extend(unasked_lines(rollouts, asked, limit if type(limit) is int and limit > 0 else None))
 
 

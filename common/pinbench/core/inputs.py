@@ -55,8 +55,9 @@ DIGESTS_FILE = ".pinbench-input-digests.json"
 # what an entry that cannot be scored is (``InputFile.kind``; ``PAST_SUFFIX``: ``x.mp4.``), and ``bad name``: its name
 # gives no sample id of its own
 PAST_SUFFIX = "name past its suffix"
+SPACED_SUFFIX = "space in its suffix"   # ``x. mp4``: its id would be ``x``, as for ``x.mp4``
 ENTRY_KINDS = ("dangling link", "symlink loop", "unreadable", "vanished", "folder", "special file", PAST_SUFFIX,
-               "bad name")
+               SPACED_SUFFIX, "bad name")
 _LOCK = Path(".pinbench-locks") / ".input-digests"
 _FORMAT = 3   # 1: without ctime_ns; 2: keyed by the absolute path itself
 
@@ -127,24 +128,35 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
             if Path(name).suffix.lower() in suffixes or linked_folder:
                 found.append(InputFile(path.relative_to(root).as_posix(), path, *entry_problem(path)))
             elif (past := _past_suffix(name, suffixes)) is not None:   # skipped, it went unseen beside the rest
-                found.append(InputFile(path.relative_to(root).as_posix(), path, past, PAST_SUFFIX))
+                found.append(InputFile(path.relative_to(root).as_posix(), path, *past))
     if not found:
         raise RecipeError(f"{root}: no {what} found (looked for {', '.join(suffixes)})")
     return sorted(found, key=lambda v: v.relative)
 
 
-def _past_suffix(name: str, suffixes: Sequence[str]) -> str | None:
+def _past_suffix(name: str, suffixes: Sequence[str]) -> tuple[str, str] | None:
     """Why a name that ends in dots or spaces after an input's suffix (``x.mp4.``, ``x.mp4 ``: a typo a shell or
-    Windows hides) is no input of the run, or None for any other name. A space is any Unicode one or an invisible
-    format character (a no-break space or a zero-width space pasted from a web page hides as well)."""
+    Windows hides) or holds spaces inside it (``x. mp4``) is no input of the run, and its kind (``PAST_SUFFIX``,
+    ``SPACED_SUFFIX``); None for any other name. A space is any Unicode one or an invisible format character (a
+    no-break space or a zero-width space pasted from a web page hides as well)."""
     stripped = name
-    while stripped and (stripped[-1] == "." or stripped[-1].isspace() or unicodedata.category(stripped[-1]) == "Cf"):
+    while stripped and (stripped[-1] == "." or _space(stripped[-1])):
         stripped = stripped[:-1]
-    suffix = Path(stripped).suffix
-    if stripped == name or suffix.lower() not in suffixes:
+    spaced = Path(stripped).suffix
+    suffix = "".join(c for c in spaced if not _space(c))
+    if stripped == name and suffix == spaced or suffix.lower() not in suffixes or suffix == ".":
         return None
-    return (f"its name ends in {name[len(stripped):]!r} after {suffix}, so it is not read as a {suffix} file: "
-            f"rename it to {stripped!r}")
+    renamed = stripped.removesuffix(spaced) + suffix
+    if stripped != name:
+        return (f"its name ends in {name[len(stripped):]!r} after {spaced}, so it is not read as a {suffix} file: "
+                f"rename it to {renamed!r}"), PAST_SUFFIX
+    return (f"its suffix {spaced!r} holds a space, so it is not read as a {suffix} file: rename it to {renamed!r}",
+            SPACED_SUFFIX)
+
+
+def _space(char: str) -> bool:
+    """Whether ``char`` hides as a space in a listing: any Unicode space, or an invisible format character."""
+    return char.isspace() or unicodedata.category(char) == "Cf"
 
 
 def entry_problem(path: Path) -> tuple[str, str] | tuple[None, None]:
@@ -182,9 +194,10 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
     (``x.mp4`` beside ``x.mkv``, or ``café.mp4`` composed beside ``café.mp4`` decomposed: two ids that read the
     same in every table). Such an input fails alone with the reason, under the id
     ``bad-name-<hash of its relative path>``; the rest of the run is not affected. So does an entry listed as a
-    name past its suffix (``x.mp4 ``, whose id would be ``x``, as for ``x.mp4``), its entry's problem saying why.
+    name past its suffix or with a space in it (``x.mp4 ``, ``x. mp4``, whose id would be ``x``, as for ``x.mp4``),
+    its entry's problem saying why.
     """
-    natural = [None if v.kind == PAST_SUFFIX else sample_id(root, v.path) for v in inputs]
+    natural = [None if v.kind in (PAST_SUFFIX, SPACED_SUFFIX) else sample_id(root, v.path) for v in inputs]
     owners: dict[str, list[tuple[str, str]]] = {}   # NFC id -> (id, shown name) of each input that reads as it
     for sid, entry in zip(natural, inputs, strict=True):
         if sid is not None:

@@ -39,7 +39,7 @@ from pinbench.core.files import (
     write_json_cache,
 )
 from pinbench.core.findings import Finding, ok, problem
-from pinbench.core.inputs import PAST_SUFFIX
+from pinbench.core.inputs import PAST_SUFFIX, SPACED_SUFFIX
 from pinbench.ops.network import fetch_command, fetching_as
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ _UNUSABLE_WORDS = {"decode": ("does not decode", "do not decode"),
                    "folder": ("is a folder", "are folders"),
                    "special file": ("is no regular file", "are no regular files"),
                    PAST_SUFFIX: ("has a name that runs past its extension", "have names that run past their extension"),
+                   SPACED_SUFFIX: ("has a space inside its extension", "have spaces inside their extensions"),
                    "bad name": ("has a name that gives no sample id of its own",
                                 "have names that give no sample id of their own"),
                    "too short": ("is too short to score", "are too short to score"),

@@ -209,11 +209,20 @@ def command_argv(spec: str) -> list[str]:
                           "into words by env itself, so a path with a space breaks the command; pass the paths as "
                           f"words after the string: env -S 'gen --request' {{request}} --out {{out}}")
     shell, script = _shell_script(argv) or ("", "")
-    pasted = [b.name for b in _braced(script) if not b.literal and b.name in PLACEHOLDERS]
+    arguments = (f"pass the paths as the script's arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} "
+                 "{request} {out}")
+    pasted = [b.name for b in _braced(script) if b.placeholder and b.name in PLACEHOLDERS]
     if pasted:
         raise RecipeError(f"{flag}: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
-                          "so a path with a space or a quote breaks the script; pass the paths as the script's "
-                          f"arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} {{request}} {{out}}")
+                          f"so a path with a space or a quote breaks the script; {arguments}")
+    # bash -c 'gen --out ${out}': the shell's own variable, passed as written, which no one set: the shell read it
+    # empty (one the script or env sets, out="$1", is the script's own)
+    unset = [b.name for b in _braced(script) if b.shell and b.name in PLACEHOLDERS
+             and not re.search(rf"(?<![^\s;&|(]){b.name}=", " ".join([*argv[:_wrapped(argv)[0]], script]))]
+    if unset:
+        raise RecipeError(f"{flag}: ${{{unset[0]}}} inside a {shell} -c script is the shell's variable "
+                          f"{unset[0]}, which the command never sets (the run fills {{{unset[0]}}}, not "
+                          f"${{{unset[0]}}}), so the script reads it empty; {arguments}")
     python = os.path.basename(argv[at]) if at < len(argv) else ""
     unquoted = _outside_strings(_interpreted(argv, at, code=True) or "") if not strings else []
     if unquoted:   # python -c "open({out}, 'wb')": a SyntaxError for every sample, after the run began
@@ -221,8 +230,9 @@ def command_argv(spec: str) -> list[str]:
                           "in as code (a SyntaxError); pass the paths as the code's arguments, as a quoted one breaks "
                           f"on a path with a quote: {python} -c 'import sys; gen(sys.argv[1], sys.argv[2])' "
                           "{request} {out}")
-    dollar = sorted({b.name for b in braced if b.shell and b.name in PLACEHOLDERS})
-    if dollar:   # no shell reads the argv's words: ${out} was filled as '$' and the path
+    dollar = sorted({b.name for arg in argv if arg != script for b in _braced(arg)
+                     if b.shell and b.name in PLACEHOLDERS})
+    if dollar:   # no shell reads the argv's words: the command got ${out} as written
         raise RecipeError(f"{flag}: ${{{dollar[0]}}} is no variable (no shell reads the command's "
                           f"words): write {{{dollar[0]}}} for the path")
     # the command learns where to write only from {out} (the request's file holds no path, and a rollout written
@@ -435,8 +445,23 @@ def _outside_strings(code: str) -> list[str]:
         tokens = list(tokenize.generate_tokens(io.StringIO(_filled(code, marks)).readline))
     except (tokenize.TokenError, SyntaxError):
         return []
-    return [name for token in tokens if token.type not in strings
-            for name, mark in marks.items() if mark in token.string]
+    return [name for token in tokens for name, mark in marks.items()
+            if mark in token.string and (token.type not in strings or _in_fields(token, mark))]
+
+
+def _in_fields(token: tokenize.TokenInfo, mark: str) -> bool:
+    """Whether ``mark`` is in a replacement field of an f-string token, run as code (``f'{{{out}}}'`` filled is
+    ``f'{/path}'``, a SyntaxError): Python 3.11 tokenizes an f-string as one STRING (3.12 as parts, its fields'
+    code as tokens of their own), so it is read with ``ast``: more of it in the token than in the strings there."""
+    text = token.string
+    if token.type != tokenize.STRING or "f" not in text[:text.index(text[-1])].lower():   # its prefix, before a quote
+        return False
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return False
+    return text.count(mark) > sum(node.value.count(mark) for node in ast.walk(tree)
+                                  if isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
 def _wrapped_program(argv: Sequence[str]) -> str | None:
@@ -1801,9 +1826,10 @@ def _reject(partial: Path, store: Path, output: str) -> str:
 def _clear_rejected(store: Path, output: str) -> None:
     """Remove the rejected rollout an earlier run left for ``output`` (``_reject``), once a rollout for it passed
     the check: it is no longer that request's answer. One that cannot be removed (a ``REJECTED`` the run may not
-    write) is said by its path and left: it failed a sample whose rollout was in place."""
+    write) is said by its path and left: it failed a sample whose rollout was in place. Without a ``REJECTED``
+    folder (most runs) that one look is all: the walk for symlinks on the way was paid for every kept rollout."""
     rejected = store / REJECTED / output
-    if not _rejects_inside(store, output):
+    if not os.path.lexists(store / REJECTED) or not _rejects_inside(store, output):
         return
     try:
         _clear(rejected)

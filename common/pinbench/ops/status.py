@@ -65,6 +65,7 @@ class ShardStatus:
     started: bool = False
     finished_at: str | None = None   # when its manifest says it finished (ISO 8601); None: not finished
     running: bool | None = None   # started, not finished: its process alive (None: on another host, or unknown)
+    host: str | None = None   # the other host whose run holds its lock (``running`` None): not checked from here
     slurm: slurm.JobState | None = None
 
     @property
@@ -77,6 +78,9 @@ class ShardStatus:
         if self.finished:
             return "finished"
         if not self.started:   # no manifest of this step: a live lock is a run preparing it or in an earlier step
+            # "not started" beside a run on another node that holds it (a lock a job Slurm saw end left: its state)
+            if self.host is not None and (self.slurm is None or not self.slurm.ended):
+                return f"locked on host {printable(self.host)}"
             return "running" if self.running else self._without_manifest()
         return "started" if self.running is None else "running" if self.running else "stopped"
 
@@ -159,7 +163,7 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
     shards, n_tasks = _shards([m for m in layout if m.path.parent == step_dir], count, stand_ins)
     for shard in shards:   # a plain run holds its lock before its first manifest, a shard still in an earlier step too
         if not shard.finished:
-            shard.running = _shard_alive(out_dir, shard)
+            shard.running, shard.host = _shard_lock(out_dir, shard)
     jobs, note = ({}, "" if ask_slurm or submission is None else "Slurm not asked (--no-slurm)")
     if ask_slurm and submission is not None:
         jobs, note = asked if asked is not None else _slurm_states(submission)
@@ -188,13 +192,18 @@ def _writer(out_dir: Path) -> Writer | None:
                   pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None)
 
 
-def _shard_alive(out_dir: Path, shard: ShardStatus) -> bool | None:
-    """Whether the process holding the shard's lock still runs; False without a lock (its process has ended). Shard
-    0 of 1 is an unsharded run's too, which holds ``run.lock``: without it every live plain run showed "stopped"."""
+def _shard_lock(out_dir: Path, shard: ShardStatus) -> tuple[bool | None, str | None]:
+    """Whether the process holding the shard's lock still runs (False without a lock: its process has ended; None
+    when it cannot be told), and the other host that holds it, if one does. Shard 0 of 1 is an unsharded run's
+    too, which holds ``run.lock``: without it every live plain run showed "stopped"."""
     names = [lock_name(Shard(shard.index, shard.count)), *([lock_name(None)] if shard.count == 1 else [])]
-    alive = [process_alive(holder) if (holder := read_json_object(lock)) is not None else None   # None: names no holder
-             for name in names if os.path.lexists(lock := out_dir / LOCK_DIR / f"{name}.lock")]
-    return True if True in alive else None if None in alive else False
+    holders = [read_json_object(lock) for name in names if os.path.lexists(lock := out_dir / LOCK_DIR / f"{name}.lock")]
+    alive = [None if holder is None else process_alive(holder) for holder in holders]   # None: names no holder
+    hosts = [str(holder.get("host") or "unknown") for holder, live in zip(holders, alive, strict=True)
+             if holder is not None and live is None]
+    if True in alive:
+        return True, None
+    return (None, hosts[0] if hosts else None) if None in alive else (False, None)
 
 
 def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], Mapping[str, SampleRecord]]
