@@ -1682,7 +1682,12 @@ def test_a_placeholder_written_as_a_variable_in_a_shell_script_is_refused_unless
             "{request} {out}")
     assert list(tmp_path.iterdir()) == []
     for taken in ("env out=/x sh -c 'gen \"${out}\" \"$1\"' sh {out}",
-                  "sh -c 'export request=\"$1\"; gen \"${request}\" \"$2\"' sh {request} {out}"):
+                  "sh -c 'export request=\"$1\"; gen \"${request}\" \"$2\"' sh {request} {out}",
+                  # a loop's or read's variable is set too (review87: refused as "never sets")
+                  "bash -c 'for out in \"$@\"; do gen --out \"${out}\"; done' bash {out}",
+                  "zsh -c 'select out in \"$@\"; do gen --out \"${out}\"; done' zsh {out}",
+                  "sh -c 'read -r request; gen \"${request}\" \"$1\"' sh {out}",
+                  "bash -c 'while getopts o: out; do gen --out \"${out}\"; done' bash {out}"):
         assert command_argv(f"command:{taken}")
     spec = GeneratorSpec("command:sh -c 'out=\"$2\"; cp \"$1\" \"${out}\"' sh {request} {out}")
     out = tmp_path / "a run" / "it's.mp4"

@@ -147,6 +147,26 @@ def test_two_inputs_whose_ids_differ_only_in_unicode_composition_each_fail_by_na
                                        "otherwise in Unicode, NFC/NFD): rename one so each input has its own id")
 
 
+def test_two_inputs_whose_ids_differ_only_in_a_space_at_an_end_or_an_invisible_character_each_fail_by_name(
+        tmp_path: Path) -> None:
+    """``x .mp4`` beside ``x.mp4`` gave the ids ``'x '`` and ``'x'`` (``x\u200b.mp4`` ``'x\u200b'``): rows that read
+    as one in every table (review87). Each fails by name; ``a b.mp4`` beside ``ab.mp4`` reads otherwise and stays."""
+    names = ("x.mp4", "x .mp4", "x\u200b.mp4", "a b.mp4", "ab.mp4")
+    for name in names:
+        (tmp_path / name).write_bytes(b"1")
+    tasks = {t.name: t for t in input_tasks(tmp_path, list_inputs(tmp_path), digests=InputDigests(tmp_path / ".run"),
+                                            make=DecodedTask, decoder="pyav")}
+    assert (tasks["a b.mp4"].sample_id, tasks["ab.mp4"].sample_id) == ("a b", "ab")
+    shown = {"x.mp4": "x.mp4", "x .mp4": "x .mp4", "x\u200b.mp4": "x\\u200b.mp4"}   # as a listing escapes it
+    for name in names[:3]:
+        others = ", ".join(repr(shown[other]) for other in sorted(names[:3]) if other != name)
+        task = tasks[shown[name]]
+        assert task.sample_id.startswith("bad-name-") and task.input is None
+        assert task.problem == (f"bad file name: its sample id is {name[:-4]!r}, as for {others} (apart from "
+                            "spaces at an end or invisible characters): rename one so each input has its "
+                            "own id")
+
+
 def test_a_mistyped_folder_names_the_folder_beside_it(tmp_path: Path) -> None:
     """``-o videos=my_vidoes`` said only "videos directory not found", with ``my_videos`` beside it."""
     (tmp_path / "my_videos").mkdir()

@@ -191,26 +191,29 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
 
     The id is :func:`sample_id` unless the name cannot give one: an id that is not valid UTF-8, longer
     than the runner allows, holds a control character or a backslash, or that two inputs share
-    (``x.mp4`` beside ``x.mkv``, or ``café.mp4`` composed beside ``café.mp4`` decomposed: two ids that read the
-    same in every table). Such an input fails alone with the reason, under the id
-    ``bad-name-<hash of its relative path>``; the rest of the run is not affected. So does an entry listed as a
-    name past its suffix or with a space in it (``x.mp4 ``, ``x. mp4``, whose id would be ``x``, as for ``x.mp4``),
-    its entry's problem saying why.
+    (``x.mp4`` beside ``x.mkv``, ``café.mp4`` composed beside ``café.mp4`` decomposed, or ``x .mp4`` beside
+    ``x.mp4``: two ids that read the same in every table, ``_reads_as``). Such an input fails alone with the reason,
+    under the id ``bad-name-<hash of its relative path>``; the rest of the run is not affected. So does an entry
+    listed as a name past its suffix or with a space in it (``x.mp4 ``, ``x. mp4``, whose id would be ``x``, as for
+    ``x.mp4``), its entry's problem saying why.
     """
     natural = [None if v.kind in (PAST_SUFFIX, SPACED_SUFFIX) else sample_id(root, v.path) for v in inputs]
-    owners: dict[str, list[tuple[str, str]]] = {}   # NFC id -> (id, shown name) of each input that reads as it
+    owners: dict[str, list[tuple[str, str]]] = {}   # what an id reads as -> (id, shown name) of each input that does
     for sid, entry in zip(natural, inputs, strict=True):
         if sid is not None:
-            owners.setdefault(unicodedata.normalize("NFC", sid), []).append((sid, entry.shown))
+            owners.setdefault(_reads_as(sid), []).append((sid, entry.shown))
     taken = {sid for sid in natural if sid is not None}
     out: list[tuple[str, str | None]] = []
     for sid, entry in zip(natural, inputs, strict=True):
         problem = None if sid is None else sample_id_problem(sid)
-        shared = [] if sid is None else owners[unicodedata.normalize("NFC", sid)]
+        shared = [] if sid is None else owners[_reads_as(sid)]
         if problem is None and len(shared) > 1:
             others = ", ".join(repr(shown) for _, shown in shared if shown != entry.shown)
-            composed = " (composed otherwise in Unicode, NFC/NFD)" if any(o != sid for o, _ in shared) else ""
-            problem = f"is {sid!r}, as for {others}{composed}: rename one so each input has its own id"
+            apart = [o for o, _ in shared if o != sid]
+            why = ("" if not apart else " (composed otherwise in Unicode, NFC/NFD)"
+                   if all(unicodedata.normalize("NFC", o) == unicodedata.normalize("NFC", sid) for o in apart)
+                   else " (apart from spaces at an end or invisible characters)")
+            problem = f"is {sid!r}, as for {others}{why}: rename one so each input has its own id"
         if sid is not None and problem is None:
             out.append((sid, None))
             continue
@@ -222,6 +225,12 @@ def sample_ids(root: Path, inputs: list[InputFile]) -> list[tuple[str, str | Non
         taken.add(fallback)
         out.append((fallback, None if problem is None else f"bad file name: its sample id {problem}"))
     return out
+
+
+def _reads_as(sid: str) -> str:
+    """What a sample id reads as in a table: composed (NFC), without its invisible format characters and the spaces
+    at its ends (``x .mp4`` beside ``x.mp4`` gave the ids ``'x '`` and ``'x'``, two rows that read as one)."""
+    return "".join(c for c in unicodedata.normalize("NFC", sid) if unicodedata.category(c) != "Cf").strip()
 
 
 class UnusableInput(ValueError):

@@ -216,9 +216,11 @@ def command_argv(spec: str) -> list[str]:
         raise RecipeError(f"{flag}: {{{pasted[0]}}} inside a {shell} -c script is pasted in unquoted, "
                           f"so a path with a space or a quote breaks the script; {arguments}")
     # bash -c 'gen --out ${out}': the shell's own variable, passed as written, which no one set: the shell read it
-    # empty (one the script or env sets, out="$1", is the script's own)
+    # empty (one the script or env sets, out="$1", or a loop or read binds, for out in "$@", is the script's own)
     unset = [b.name for b in _braced(script) if b.shell and b.name in PLACEHOLDERS
-             and not re.search(rf"(?<![^\s;&|(]){b.name}=", " ".join([*argv[:_wrapped(argv)[0]], script]))]
+             and not re.search(rf"(?<![^\s;&|(]){b.name}=|\b(?:for|select)[ \t]+{b.name}\b"
+                               rf"|\b(?:read|getopts)\b[^;&|\n]*[ \t]{b.name}\b",
+                               " ".join([*argv[:_wrapped(argv)[0]], script]))]
     if unset:
         raise RecipeError(f"{flag}: ${{{unset[0]}}} inside a {shell} -c script is the shell's variable "
                           f"{unset[0]}, which the command never sets (the run fills {{{unset[0]}}}, not "
