@@ -162,8 +162,13 @@ def run(run: Run) -> RunOutcome:
     stored = {r.sample_id: r.result for r in records if r.ok and r.result is not None}
     extra = {
         "cross_check": cross_check(options.modalities, stored) if options.native else None,
-        # this run's evaluation only: the tasks taken from the sample cache were scored by an earlier run's
-        "evaluator_global": {m: p.evaluator_global for m, p in parsed.items() if p is not None},
+        # the evaluator's own means over the tasks this run evaluated, named with them: the tasks whose records came
+        # from the sample cache or this directory's store were scored by an earlier evaluation, so these were
+        # figures over 2 of 4 tasks shown as the run's (the scorecard's metrics are over every task)
+        "evaluator_global": {
+            "covers": f"{len(fresh)} of {counted(len(task_ids), 'task')} (the ones this run evaluated)",
+            "tasks": fresh,
+            "by_modality": {m: p.evaluator_global for m, p in parsed.items() if p is not None}} if fresh else {},
         "from_sample_cache": sorted(cached),
         "evaluator_unexpected": {m: p.unexpected for m, p in parsed.items() if p is not None and p.unexpected},
         "modality_errors": modality_errors,

@@ -9,13 +9,15 @@ provenance names: the pinned snapshot it read), not from the copies the run stag
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.generation import REQUESTS_FILE, RequestError, read_requests
+from pinbench.core.files import FileState
+from pinbench.core.generation import REQUESTS_FILE, Request, RequestError, read_each_request
 from pinbench.core.run import GENERATION
 from pinbench.core.runner import load_records
 from pinbench.core.store import SAMPLES_DIR, StoreError
@@ -33,21 +35,39 @@ def _dataset_root(run: RunInputs) -> Path | None:
 
 
 @dataclass(frozen=True)
-class Rows:
-    """The cosmos-framework row of each request, by request id (``<modality>.<task>``). ``problem``: why the
-    requests file could not be read (its reader names the file and line)."""
+class Requests:
+    """The run's requests, by id (``<modality>.<task>``), each line read alone (``read_each_request``): a cut line
+    hides its own task's inputs only. ``unread``: the lines passed over, by the request id each names (None: not
+    seen in it); ``problem``: why the file could not be read at all (its reader names it)."""
 
-    rows: dict[str, Mapping[str, Any]]
+    by_id: dict[str, Request]
+    unread: dict[str | None, list[str]]
     problem: str | None = None
 
 
-@cache
-def _rows(path: Path) -> Rows:
+def _state(path: Path) -> tuple[FileState, ...]:
+    """What a cached reading of ``path`` (a file, or a folder with every entry in it) holds while unchanged: a run
+    directory regenerated under a long-running ``pinbench view`` server is read again. Nothing when unreadable."""
     try:
-        requests = read_requests(path, "paibench-c")
-    except RequestError as exc:   # missing, a line cut, a request of another form: said once, no traceback
-        return Rows({}, f"{' '.join(str(exc).split())}: no input video, control or prompt is shown")
-    return Rows({r.id: r.settings["row"] for r in requests if isinstance(r.settings.get("row"), Mapping)})
+        states = [FileState.of(path.lstat())]
+        if path.is_dir() and not path.is_symlink():
+            states += [FileState.of(entry.stat(follow_symlinks=False)) for entry in sorted(
+                os.scandir(path), key=lambda entry: entry.name)]
+    except OSError:
+        return ()
+    return tuple(states)
+
+
+@lru_cache(maxsize=8)
+def _requests(path: Path, state: tuple[FileState, ...]) -> Requests:
+    try:
+        requests, unread = read_each_request(path, "paibench-c")
+    except RequestError as exc:   # missing, a folder, not UTF-8: said once, no traceback
+        return Requests({}, {}, f"{' '.join(str(exc).split())}: no input video, control or prompt is shown")
+    lines: dict[str | None, list[str]] = {}
+    for line in unread:
+        lines.setdefault(line.request_id, []).append(line.problem)
+    return Requests({r.id: r for r in requests}, lines)
 
 
 @dataclass(frozen=True)
@@ -61,8 +81,8 @@ class Kept:
     problem: str | None = None
 
 
-@cache
-def _kept(store: Path) -> Kept:
+@lru_cache(maxsize=8)
+def _kept(store: Path, state: tuple[FileState, ...]) -> Kept:
     try:
         records = load_records(store)
     except (StoreError, ValueError, OSError) as exc:   # a store refused or unreadable: said, the videos unchecked
@@ -71,8 +91,9 @@ def _kept(store: Path) -> Kept:
     return Kept({sid: kept["sha256"] for sid, kept in results.items() if isinstance(kept.get("sha256"), str)})
 
 
-def _input(root: Path | None, label: str, recorded: Any) -> Video:
-    """The dataset file a row names: relative to the dataset folder (as ``row_key`` wrote it), or absolute inside it."""
+def _input(root: Path | None, label: str, recorded: Any, request: Request, role: str) -> Video:
+    """The dataset file a row names: relative to the dataset folder (as ``row_key`` wrote it), or absolute inside it;
+    checked against the SHA-256 its request recorded of it (``conditioning``, the ``role`` file staged from it)."""
     if not isinstance(recorded, str) or not recorded:
         return Video(label, None, problem="not recorded in the run's request rows")
     if root is None:
@@ -83,7 +104,9 @@ def _input(root: Path | None, label: str, recorded: Any) -> Video:
         relative = None
     if relative is None or ".." in relative.parts:
         return Video(label, None, problem=f"{recorded} is outside the dataset folder {root}")
-    return Video(label, MediaFile(root, relative.as_posix()))
+    staged = request.file(role)
+    return Video(label, MediaFile(root, relative.as_posix()), staged.sha256 if staged else None,
+                 expected_by=f"request {request.id} conditioned on")
 
 
 def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | None) -> SampleMedia:
@@ -92,30 +115,38 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     modalities = [m for m in run.options.get("modalities") or MODALITIES if m in MODALITIES]
     # a scorecard kept aside: the generation records are the rerun's, of other bytes maybe (its page says it keeps
     # no digest)
-    kept = None if run.aside else _kept(run.dir / GENERATION)
+    store = run.dir / GENERATION
+    kept = None if run.aside else _kept(store, _state(store / SAMPLES_DIR))
     if kept is not None and kept.problem is not None:
         media.problems.append(kept.problem)
-    requests = run.dir / GENERATION / REQUESTS_FILE
-    rows = _rows(requests)
-    if rows.problem is not None:
-        media.problems.append(rows.problem)
+    path = run.dir / GENERATION / REQUESTS_FILE
+    requests = _requests(path, _state(path))
+    if requests.problem is not None:
+        media.problems.append(requests.problem)
+    media.problems += requests.unread.get(None, [])   # a line whose request is not known may be this task's
     prompt = None
     for modality in modalities:
-        expected = kept.digests.get(f"{modality}.{sample_id}") if kept is not None else None
+        request_id = f"{modality}.{sample_id}"
+        expected = kept.digests.get(request_id) if kept is not None else None
         if kept is not None and kept.problem is None and expected is None:
             media.problems.append(f"{modality}: {run.dir / GENERATION / SAMPLES_DIR} keeps no digest of the rollout "
-                                  f"of {modality}.{sample_id}: its video is shown without the check")
+                                  f"of {request_id}: its video is shown without the check")
         media.rollouts.append(Video(modality, MediaFile(run.dir, f"{modality}/videos/{sample_id}.mp4"), expected))
-        row = rows.rows.get(f"{modality}.{sample_id}")
-        if row is None:
-            if rows.problem is None:
-                media.problems.append(f"{modality}: {requests} holds no request {modality}.{sample_id} with a row")
+        request = requests.by_id.get(request_id)
+        row = request.settings.get("row") if request is not None else None
+        if not isinstance(row, Mapping):
+            if request_id in requests.unread:
+                media.problems += [f"{modality}: {line}: its input video, control and prompt are not shown"
+                                   for line in requests.unread[request_id]]
+            elif requests.problem is None:
+                media.problems.append(f"{modality}: {path} holds no request {request_id} with a row")
             continue
-        media.inputs.append(_input(root, "input video (vision_path of every modality)", row.get("vision_path")))
+        media.inputs.append(_input(root, "input video (vision_path of every modality)", row.get("vision_path"),
+                                   request, "context"))
         spec = row.get(modality) if isinstance(row.get(modality), Mapping) else {}
         control = spec.get("control_path")
         if control is not None:
-            media.inputs.append(_input(root, f"{modality} control video", control))
+            media.inputs.append(_input(root, f"{modality} control video", control, request, "control"))
         else:
             media.texts.append(Text(f"{modality} control", "computed by cosmos-framework from the input video "
                                     f"({json.dumps(dict(spec))}); the run keeps no copy"))

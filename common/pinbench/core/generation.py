@@ -28,7 +28,16 @@ from pathlib import Path, PurePosixPath
 from stat import S_ISREG
 from typing import Any, Protocol, runtime_checkable
 
-from pinbench.core.files import NAME_MAX, FileState, atomic_path, clipped, counted, parse_finite_jsonl, read_data_file
+from pinbench.core.files import (
+    NAME_MAX,
+    FileState,
+    atomic_path,
+    clipped,
+    counted,
+    iter_finite_jsonl,
+    parse_finite_jsonl,
+    read_data_file,
+)
 from pinbench.core.inputs import VIDEO_SUFFIXES, InputDigests, InputFileError
 from pinbench.core.jsonfields import COUNT, JsonBlock, spec
 from pinbench.core.provenance import printable, redactor
@@ -441,6 +450,58 @@ def read_requests(path: Path, recipe: str | None = None) -> list[Request]:
         if (other := outputs.setdefault(PurePosixPath(request.output).as_posix(), request.id)) != request.id:
             raise RequestError(f"{path}: requests {other!r} and {request.id!r} both ask for {request.output}")
     return requests
+
+
+@dataclass(frozen=True)
+class UnreadRequest:
+    """A line of a requests file that ``read_each_request`` passed over: the request id it names, when that can be
+    seen in it (a line cut after its id), and ``problem``, one line naming the file and line."""
+
+    request_id: str | None
+    problem: str
+
+
+_NAMED_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def read_each_request(path: Path, recipe: str | None = None) -> tuple[list[Request], list[UnreadRequest]]:
+    """``read_requests`` for a reader that shows what it can (``pinbench view``): each line read alone, and one that is
+    cut, garbled, of another recipe or a repeated id passed over and said, so one bad line hides only its own request.
+    Never for generation, resume or a check, which must refuse the whole file; RequestError when the file itself
+    cannot be read (missing, a folder, not UTF-8)."""
+    if path.exists() and not path.is_file():
+        raise RequestError(f"{path}: not a regular file (a folder, FIFO or device)")
+    try:
+        text = read_data_file(path)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+    requests: list[Request] = []
+    unread: list[UnreadRequest] = []
+    seen: set[str] = set()
+    for before, line in enumerate(re.split(r"\r\n|\r|\n", text)):   # numbered as ``read_requests`` numbers them
+        try:
+            found = list(iter_finite_jsonl(line, path, lambda data: Request.from_json(data, path.parent), "request",
+                                           lines_before=before))
+        except ValueError as exc:
+            named = _NAMED_ID.search(line)
+            try:
+                request_id = json.loads(named.group(1)) if named else None
+            except ValueError:
+                request_id = None
+            unread.append(UnreadRequest(request_id, " ".join(str(exc).split())))
+            continue
+        if not found:   # a blank line
+            continue
+        request = found[0]
+        if request.id in seen:
+            unread.append(UnreadRequest(request.id, f"{path}:{before + 1}: request id {request.id!r} appears again"))
+        elif recipe is not None and request.recipe != recipe:
+            unread.append(UnreadRequest(request.id, f"{path}:{before + 1}: request {request.id!r} is one of "
+                                                    f"{request.recipe}'s requests, not {recipe}'s"))
+        else:
+            seen.add(request.id)
+            requests.append(request)
+    return requests, unread
 
 
 def refuse_other_recipes(folder: Path, recipe: str) -> None:

@@ -114,8 +114,8 @@ class MediaStore:
                                  codec=facts.codec, preview=preview)
                     if item.expected_sha256 and item.expected_sha256 != sha:
                         replaced = f": replaced since it was scored ({item.since})" if item.since else ""
-                        entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than the run scored "
-                                             f"({item.expected_sha256[:12]}...){replaced}")
+                        entry["mismatch"] = (f"{path} holds other bytes (sha256 {sha[:12]}...) than "
+                                             f"{item.expected_by} ({item.expected_sha256[:12]}...){replaced}")
                     elif item.failed is not None:
                         entry["mismatch"] = _failed_on(path, item.file.relative, facts.n_frames, item.failed)
                     elif item.since and not item.expected_sha256:

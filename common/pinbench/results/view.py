@@ -66,7 +66,8 @@ class MediaFile:
 class Video:
     """A video of a sample. ``offset_frames``: this video's frame ``offset_frames + f`` shows the moment of the
     rollout's frame ``f`` (MIND's GT continues the context from ``mark_time``); ``expected_sha256``: the bytes the
-    run scored, when its record says (the page warns when the file on disk is another); ``failed``: the error of a
+    run scored, when its record says, or (an input) ``expected_by`` says whose they are (the page warns when the file
+    on disk is another); ``failed``: the error of a
     sample the run failed, whose record names no bytes (``View`` sets it: the page says the file is today's, and
     not the one that failed when it decodes now where the run's reader did not)."""
 
@@ -77,6 +78,7 @@ class Video:
     problem: str | None = None
     failed: str | None = None
     since: str | None = None   # why the file may be another than the run read (``KEPT_ASIDE``)
+    expected_by: str = "the run scored"   # what read ``expected_sha256``'s bytes, as the page names it
 
 
 @dataclass(frozen=True)

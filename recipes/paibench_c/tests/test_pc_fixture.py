@@ -234,6 +234,13 @@ def test_the_evaluator_is_given_only_the_tasks_no_record_stands_for(tmp_path: Pa
     for out, tasks in ((first, TASKS), (second, TASKS[2:])):
         assert sorted(p.stem for p in (out / "seg" / "segmentation").glob("*.pkl")) == tasks
     assert cards[second]["extra"]["from_sample_cache"] == TASKS[:2]
+    # the evaluator's global means of A again and B are over the 2 tasks they evaluated: said so, not as the run's
+    assert cards[fresh]["extra"]["evaluator_global"]["covers"] == "4 of 4 tasks (the ones this run evaluated)"
+    for out in (first, second):
+        shown = cards[out]["extra"]["evaluator_global"]
+        assert (shown["covers"], shown["tasks"]) == ("2 of 4 tasks (the ones this run evaluated)", TASKS[2:])
+        report = (out / "report" / "index.html").read_text()
+        assert "2 of 4 tasks (the ones this run evaluated)" in report and "task_0002, task_0003" in report
     seconds = {out: _seconds(out) for out in (first, second)}
     assert all(s > 0 for s in seconds[second].values())
     assert [seconds[second][t] for t in TASKS[:2]] == [seconds[first][t] for t in TASKS[:2]]   # from A's records

@@ -248,7 +248,7 @@ def test_generation_and_evaluation_launch_as_upstream_and_are_read_back(doubles:
         assert result["edge/depth_si_rmse"] == pytest.approx(0.25 * (i + 1))
         assert result["edge/dover_tech_score"] == pytest.approx(5.0 + i)
     assert card["metrics"]["edge/blur_ssim"]["value"] == pytest.approx(0.8)
-    assert card["extra"]["evaluator_global"]["edge"]["seg_m_iou"] == pytest.approx(0.4)
+    assert card["extra"]["evaluator_global"]["by_modality"]["edge"]["seg_m_iou"] == pytest.approx(0.4)
     assert card["status"] == "complete"
 
 

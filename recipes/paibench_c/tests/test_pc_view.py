@@ -147,9 +147,79 @@ def test_a_request_cut_or_of_another_form_is_no_traceback(cached_runs, tmp_path:
     assert shown.file is None and shown.problem.startswith("../../../etc/passwd is outside the dataset folder")
     assert [p for p in media.problems if "holds no request" in p] == [
         f"depth: {run / 'generation/requests.jsonl'} holds no request depth.task_0000 with a row"]
-    run = _requests(tmp_path / "torn", [lines[0], lines[1][:40] + "\n"])
+    run = _requests(tmp_path / "unreadable", [])
+    (run / "generation/requests.jsonl").unlink()
+    (run / "generation/requests.jsonl").mkdir()
     media = _media(run)
     assert not media.inputs and not media.texts
     [said] = [p for p in media.problems if "is shown" in p and "digest" not in p]
-    assert said.startswith(f"{run / 'generation/requests.jsonl'}:2: ")
+    assert said.startswith(f"{run / 'generation/requests.jsonl'}: not a regular file")
     assert said.endswith(": no input video, control or prompt is shown")
+
+
+def _page(run: Path, task: str, tmp_path: Path) -> dict:
+    view_ = View(load_runs([run]), view_module("paibench-c"))
+    return view_.sample(view_.ids.index(task), MediaStore(tmp_path / "previews").describe)
+
+
+def test_a_cut_request_line_hides_its_own_tasks_inputs_only(cached_runs, tmp_path: Path) -> None:
+    """One cut line of ``generation/requests.jsonl`` (edge.task_0001's, line 2) hid every task's inputs: the reader
+    stopped there. Every other task's inputs are shown now, and task_0001's page names the file and line, once. A
+    garbled line that names no request is said on every page (it may be any task's)."""
+    run = Path(shutil.copytree(cached_runs["B"], tmp_path / "B", symlinks=True))
+    requests = run / "generation" / "requests.jsonl"
+    lines = requests.read_text().splitlines(keepends=True)
+    requests.write_text("".join([lines[0], lines[1][:60] + "\n", *lines[2:]]))
+    for task in ("task_0000", "task_0002", "task_0003"):
+        page = _page(run, task, tmp_path)
+        assert page["runs"][0]["problems"] == []
+        assert len([i for i in page["inputs"] if i["kind"] == "video" and i["url"]]) == 3
+    page = _page(run, "task_0001", tmp_path)
+    [said] = page["runs"][0]["problems"]
+    assert said.startswith(f"edge: {requests}:2: ") and said.endswith(
+        ": its input video, control and prompt are not shown")
+    assert len([i for i in page["inputs"] if i["kind"] == "video" and i["url"]]) == 3   # from blur, depth, seg
+    requests.write_text("".join([lines[0], "{garbled\n", *lines[1:]]))
+    for task in TASKS:
+        page = _page(run, task, tmp_path)
+        assert [p for p in page["runs"][0]["problems"] if p.startswith(f"{requests}:2: ")], task
+        assert len([i for i in page["inputs"] if i["kind"] == "video" and i["url"]]) == 3
+
+
+def test_an_input_video_changed_since_its_request_is_said(cached_runs, tmp_path: Path) -> None:
+    """The input videos were shown unchecked: one changed in the dataset folder since the request recorded its SHA-256
+    is flagged as a changed rollout is."""
+    run = Path(shutil.copytree(cached_runs["B"], tmp_path / "B", symlinks=True))
+    dataset = run / "fixture_data" / "dataset"
+    recorded = sha256_file(dataset / "depth_vids/task_0000.mp4")
+    shutil.copyfile(dataset / "depth_vids/task_0001.mp4", dataset / "depth_vids/task_0000.mp4")
+    now = sha256_file(dataset / "depth_vids/task_0000.mp4")
+    videos = {i["label"]: i for i in _page(run, "task_0000", tmp_path)["inputs"] if i["kind"] == "video"}
+    assert videos["depth control video"]["mismatch"] == (
+        f"{(dataset / 'depth_vids/task_0000.mp4').resolve()} holds other bytes (sha256 {now[:12]}...) than request "
+        f"depth.task_0000 conditioned on ({recorded[:12]}...)")
+    assert videos["input video (vision_path of every modality)"]["expected_sha256"] == sha256_file(
+        dataset / "videos/task_0000.mp4")
+    assert [label for label, v in videos.items() if "mismatch" in v] == ["depth control video"]
+
+
+def test_a_server_sees_the_run_directory_regenerated_between_two_page_loads(cached_runs, tmp_path: Path) -> None:
+    """One ``View`` (a ``pinbench view`` server) kept its first reading of the requests and generation records for
+    good: a run directory regenerated under it was shown with the old rows and digests. Read again once changed."""
+    run = Path(shutil.copytree(cached_runs["B"], tmp_path / "B", symlinks=True))
+    view_ = View(load_runs([run]), view_module("paibench-c"))
+    media = MediaStore(tmp_path / "previews")
+    index = view_.ids.index("task_0000")
+    first = view_.sample(index, media.describe)["runs"][0]
+    assert first["problems"] == [] and all("mismatch" not in r for r in first["rollouts"])
+    requests = run / "generation" / "requests.jsonl"   # being regenerated: edge.task_0000's request and records gone
+    requests.write_text("".join(line for line in requests.read_text().splitlines(keepends=True)
+                                if '"id":"edge.task_0000"' not in line))
+    store = run / "generation" / "samples"
+    shutil.rmtree(store)
+    store.mkdir()
+    second = view_.sample(index, media.describe)["runs"][0]
+    assert f"edge: {requests} holds no request edge.task_0000 with a row" in second["problems"]
+    assert f"blur: {store} keeps no digest of the rollout of blur.task_0000: its video is shown without the check" in (
+        second["problems"])
+    assert all(r["expected_sha256"] is None for r in second["rollouts"])
