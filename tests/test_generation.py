@@ -1669,20 +1669,31 @@ def test_a_placeholder_written_as_a_variable_in_a_shell_script_is_refused_unless
     saying so; a script or env that sets the variable (``out="$1"``) is taken, and runs."""
     from pinbench.ops.generation import GeneratorSpec, _run_command, command_argv
 
-    for script, name, shell in (("bash -c 'gen --out ${out}'", "out", "bash"),
-                                ("sh -c 'gen --out \"$1\" --request \"${request}\"' sh {out}", "request", "sh"),
-                                ("sh -c 'gen --out=${out}' sh {out}", "out", "sh"),
-                                ("sh -c 'gen --the-out=${out} --out \"$1\"' sh {out}", "out", "sh")):
+    for script, text, name, shell in (
+            ("bash -c 'gen --out ${out}'", "${out}", "out", "bash"),
+            ("sh -c 'gen --out \"$1\" --request \"${request}\"' sh {out}", "${request}", "request", "sh"),
+            ("sh -c 'gen --out=${out}' sh {out}", "${out}", "out", "sh"),
+            ("sh -c 'gen --the-out=${out} --out \"$1\"' sh {out}", "${out}", "out", "sh"),
+            # without braces the same variable (it passed, and gen got --out and no path)
+            ("bash -c 'gen --out $out --x \"$1\"' bash {out}", "$out", "out", "bash"),
+            ("sh -c 'gen \"$1\" --request \"$request\" --o $out.mp4' sh {out}", "$request", "request", "sh"),
+            ("sh -c \"gen \\\"'$out'\\\" \\\"$1\\\"\" sh {out}", "$out", "out", "sh"),   # ' inside " quotes nothing
+            ("sh -c 'gen \\\\$out \"$1\"' sh {out}", "$out", "out", "sh")):   # an escaped backslash, then $out
         with pytest.raises(RecipeError) as caught:
             _run(tmp_path / "run", f"command:{script}")
         assert str(caught.value) == (
-            f"--generator command:{script}: ${{{name}}} inside a {shell} -c script is the shell's variable {name}, "
-            f"which the command never sets (the run fills {{{name}}}, not ${{{name}}}), so the script reads it empty; "
+            f"--generator command:{script}: {text} inside a {shell} -c script is the shell's variable {name}, "
+            f"which the command never sets (the run fills {{{name}}}, not {text}), so the script reads it empty; "
             f"pass the paths as the script's arguments: {shell} -c 'gen --request \"$1\" --out \"$2\"' {shell} "
             "{request} {out}")
     assert list(tmp_path.iterdir()) == []
     for taken in ("env out=/x sh -c 'gen \"${out}\" \"$1\"' sh {out}",
                   "sh -c 'export request=\"$1\"; gen \"${request}\" \"$2\"' sh {request} {out}",
+                  "sh -c 'out=\"$1\"; gen $out' sh {out}", "env out=/x sh -c 'gen $out \"$1\"' sh {out}",
+                  # other variables, and $out where the shell reads it as text: escaped, in its single quotes, $$
+                  "sh -c 'gen --d $outdir --o \"$1\" $output ${out_x}' sh {out}",
+                  "sh -c 'gen --lit \\$out --o \"$1\"' sh {out}", "sh -c \"gen --lit '$out' \\\"$1\\\"\" sh {out}",
+                  "sh -c 'echo $$out \"$\"out; gen \"$1\"' sh {out}",
                   # a loop's or read's variable is set too (review87: refused as "never sets")
                   "bash -c 'for out in \"$@\"; do gen --out \"${out}\"; done' bash {out}",
                   "zsh -c 'select out in \"$@\"; do gen --out \"${out}\"; done' zsh {out}",

@@ -177,6 +177,44 @@ def test_a_shard_still_in_an_earlier_step_is_running_by_its_lock(tmp_path: Path)
     assert shard.process == "ended (no manifest)"
 
 
+def test_a_started_shard_without_a_lock_is_what_slurm_says_of_its_job(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A started shard with no lock here (on a node-local disk, or removed by hand) read "stopped" beside its job's
+    RUNNING (a real slurmctld 22.05's array task); and, Slurm not asked or not reachable, "stopped" below a line saying
+    its job may still run. Slurm's word where it has one; where it has none, only what is known."""
+    from pinbench.core.rundir import LOCK_DIR, this_process
+
+    _layout(tmp_path)   # shard 2 of 3 started, not finished, no lock
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=3, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="pinbench submit toy --shards 3"))
+
+    def asked(state: str) -> tuple[dict[str, list[slurm.JobState]], str]:
+        return {"7": [slurm.JobState("7", 0, "COMPLETED", exit_code="0:0", node="n1"),
+                      slurm.JobState("7", 1, "COMPLETED", exit_code="0:0", node="n1"),
+                      slurm.JobState("7", 2, state, exit_code="0:0" if state == "RUNNING" else "1:0", node="n2")]}, ""
+
+    running = run_status(tmp_path, asked=asked("RUNNING"))
+    assert _rows(render(running))["2/3"][-2:] == ["running (Slurm)", "RUNNING on n2"] and exit_code(running) == 0
+    assert [s.process for s in run_status(tmp_path, asked=asked("PENDING")).shards][2] == "pending (Slurm)"
+    ended = run_status(tmp_path, asked=asked("FAILED"))
+    assert _rows(render(ended))["2/3"][-2] == "stopped" and exit_code(ended) == 2
+    lock = tmp_path / LOCK_DIR / "shard-2-of-3.lock"   # a lock a killed process left: Slurm's word still wins
+    lock.parent.mkdir()
+    lock.write_text(json.dumps({**this_process(), "pid": 2**22 + 1}))
+    assert [s.process for s in run_status(tmp_path, asked=asked("RUNNING")).shards][2] == "running (Slurm)"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))   # no scontrol here
+    for status, why in [(run_status(tmp_path, ask_slurm=False), "Slurm not asked"),
+                        (run_status(tmp_path), "Slurm not reachable")]:
+        text = render(status)
+        assert _rows(text)["2/3"][-2:] == [f"no lock ({why})", "-"] and "jobs of this run may still be running" in text
+        assert "stopped" not in text and exit_code(status) == 2
+    assert [s.process for s in run_status(tmp_path, ask_slurm=False).shards][:2] == ["finished", "finished"]
+    (tmp_path / "slurm" / "submissions.jsonl").unlink()   # run by hand: no job to ask of, and no lock is stopped
+    assert [s.process for s in run_status(tmp_path).shards][2] == "stopped"
+
+
 def test_plain_status_exits_0_while_a_shard_run_by_hand_is_running(tmp_path: Path) -> None:
     """Shards run by hand (no Slurm) hold their own locks, not run.lock: plain ``status`` exited 2 while one still
     ran, as for a run that had ended partial (review70). A shard's lock another host holds is not known live."""

@@ -217,14 +217,15 @@ def command_argv(spec: str) -> list[str]:
                           f"so a path with a space or a quote breaks the script; {arguments}")
     # bash -c 'gen --out ${out}': the shell's own variable, passed as written, which no one set: the shell read it
     # empty (one the script or env sets, out="$1", or a loop or read binds, for out in "$@", is the script's own)
-    unset = [b.name for b in _braced(script) if b.shell and b.name in PLACEHOLDERS
-             and not re.search(rf"(?<![^\s;&|(]){b.name}=|\b(?:for|select)[ \t]+{b.name}\b"
-                               rf"|\b(?:read|getopts)\b[^;&|\n]*[ \t]{b.name}\b",
+    unset = [(text, name) for text, name in _expanded(script) if name in PLACEHOLDERS
+             and not re.search(rf"(?<![^\s;&|(]){name}=|\b(?:for|select)[ \t]+{name}\b"
+                               rf"|\b(?:read|getopts)\b[^;&|\n]*[ \t]{name}\b",
                                " ".join([*argv[:_wrapped(argv)[0]], script]))]
     if unset:
-        raise RecipeError(f"{flag}: ${{{unset[0]}}} inside a {shell} -c script is the shell's variable "
-                          f"{unset[0]}, which the command never sets (the run fills {{{unset[0]}}}, not "
-                          f"${{{unset[0]}}}), so the script reads it empty; {arguments}")
+        text, name = unset[0]
+        raise RecipeError(f"{flag}: {text} inside a {shell} -c script is the shell's variable {name}, which the "
+                          f"command never sets (the run fills {{{name}}}, not {text}), so the script reads it empty; "
+                          f"{arguments}")
     python = os.path.basename(argv[at]) if at < len(argv) else ""
     unquoted = _outside_strings(_interpreted(argv, at, code=True) or "") if not strings else []
     if unquoted:   # python -c "open({out}, 'wb')": a SyntaxError for every sample, after the run began
@@ -361,6 +362,34 @@ def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
         else:
             return (os.path.basename(argv[shell]), arg) if command_string else None
     return None
+
+
+_VARIABLE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)\}|(?P<bare>[A-Za-z_]\w*))")
+
+
+def _expanded(script: str) -> list[tuple[str, str]]:
+    """The variables a shell script expands, ``$name`` and ``${name}`` (text as written, name), as a shell reads
+    them: not inside single quotes (``'$out'`` is those four characters), not escaped (``\\$out``), the whole
+    name (``$outdir`` is ``outdir``). Comments and here-documents are read as code."""
+    found, at, double = [], 0, False
+    while at < len(script):
+        char = script[at]
+        if char == "\\":
+            at += 2
+        elif char == "'" and not double:   # to the closing quote ($'...' too, whose \' does not close it)
+            ansi = script[at - 1:at] == "$"
+            at += 1
+            while at < len(script) and script[at] != "'":
+                at += 2 if ansi and script[at] == "\\" else 1
+            at += 1
+        elif char == '"':
+            double, at = not double, at + 1
+        elif char == "$" and (match := _VARIABLE.match(script, at)):
+            found.append((match[0], match["braced"] or match["bare"]))
+            at = match.end()
+        else:
+            at += 2 if script.startswith("$$", at) else 1
+    return found
 
 
 def check_program(argv: Sequence[str]) -> None:

@@ -50,6 +50,7 @@ from pinbench.ops import slurm
 from pinbench.ops.submit import Submission, last_submission, log_name
 
 MAX_LISTED = 20
+NOT_ASKED, NOT_REACHABLE = "Slurm not asked", "Slurm not reachable"   # why a submission's Slurm states are missing
 _LONGEST_SLEEP_S = 1e9   # 31 years: a finite --poll of 1e10 s or more ended the wait with time.sleep's OverflowError
 
 
@@ -67,6 +68,7 @@ class ShardStatus:
     running: bool | None = None   # started, not finished: its process alive (None: on another host, or unknown)
     host: str | None = None   # the other host whose run holds its lock (``running`` None): not checked from here
     slurm: slurm.JobState | None = None
+    unheard: str = ""   # why its submitted job's Slurm state is missing (NOT_ASKED, NOT_REACHABLE); "": none missing
 
     @property
     def finished(self) -> bool:
@@ -82,7 +84,14 @@ class ShardStatus:
             if self.host is not None and (self.slurm is None or not self.slurm.ended):
                 return f"locked on host {printable(self.host)}"
             return "running" if self.running else self._without_manifest()
-        return "started" if self.running is None else "running" if self.running else "stopped"
+        if self.running is not False:
+            return "started" if self.running is None else "running"
+        # no live lock here: its job may still run (a lock on a node-local disk, or removed by hand), and Slurm's
+        # word says whether it does; "stopped" beside a RUNNING job, or of a job no one asked, said it had ended
+        job = self.slurm
+        if job is not None and not job.ended and job.state != "UNKNOWN":
+            return f"{job.state.lower()} (Slurm)"
+        return f"no lock ({self.unheard})" if self.unheard else "stopped"
 
     def _without_manifest(self) -> str:
         """What Slurm's state says of a shard that wrote no manifest: CameraBench's array has no per-sample step,
@@ -164,16 +173,19 @@ def run_status(out_dir: Path, *, ask_slurm: bool = True,
     for shard in shards:   # a plain run holds its lock before its first manifest, a shard still in an earlier step too
         if not shard.finished:
             shard.running, shard.host = _shard_lock(out_dir, shard)
-    jobs, note = ({}, "" if ask_slurm or submission is None else "Slurm not asked (--no-slurm)")
+    jobs, note = ({}, "" if ask_slurm or submission is None else f"{NOT_ASKED} (--no-slurm)")
     if ask_slurm and submission is not None:
         jobs, note = asked if asked is not None else _slurm_states(submission)
-        for phase in submission.jobs:
-            if phase["sharded"]:
-                if phase["job_id"] not in jobs:   # Slurm was not asked, or could not be
-                    continue
-                by_task = {s.array_task: s for s in jobs[phase["job_id"]]}
-                for shard in shards:
-                    shard.slurm = by_task.get(shard.index) or slurm.unlisted(phase["job_id"], shard.index)
+    for phase in submission.jobs if submission is not None else []:
+        if not phase["sharded"]:
+            continue
+        if phase["job_id"] not in jobs:   # Slurm was not asked, or could not be
+            for shard in shards:
+                shard.unheard = NOT_REACHABLE if ask_slurm else NOT_ASKED
+            continue
+        by_task = {s.array_task: s for s in jobs[phase["job_id"]]}
+        for shard in shards:
+            shard.slurm = by_task.get(shard.index) or slurm.unlisted(phase["job_id"], shard.index)
     return RunStatus(out_dir=out_dir, submission=submission, shards=shards, n_shards=count, n_tasks=n_tasks,
                      jobs=jobs, slurm_note=note, scorecard=scorecard, writer=_writer(out_dir))
 
@@ -300,11 +312,11 @@ def _stand_ins(out_dir: Path, written: WrittenScorecard | str | None) -> dict[st
 def _slurm_states(submission: Submission) -> tuple[dict[str, list[slurm.JobState]], str]:
     problem = slurm.missing_client(["scontrol"])
     if problem:
-        return {}, f"Slurm not reachable: {problem}"
+        return {}, f"{NOT_REACHABLE}: {problem}"
     try:
         return slurm.job_states(submission.job_ids), ""
     except slurm.SlurmError as exc:
-        return {}, f"Slurm not reachable: {exc}"
+        return {}, f"{NOT_REACHABLE}: {exc}"
 
 
 @dataclass(frozen=True)
