@@ -789,8 +789,7 @@ WRONG_HASH = "sha256=" + "A" * 43   # a well-formed digest that is not the file'
 
 
 @pytest.mark.parametrize(("listing", "line", "held"), [
-    ("x-1.0.dist-info/RECORD", f".env,{WRONG_HASH},1", ".env"), ("x-1.0.dist-info/RECORD", "x/../.env,,", ".env"),
-    ("x-1.0.dist-info/RECORD", f"src/app.py,{WRONG_HASH},1\nsrc/hf_token,,", "src/hf_token"),
+    ("x-1.0.dist-info/RECORD", f".env,{WRONG_HASH},1", ".env"),
     ("x-1.0.dist-info/RECORD", "src/hf_token,sha256=x,1", "src/hf_token"),
     ("x-1.0.dist-info/RECORD", f"src/hf_token,{WRONG_HASH},1", "src/hf_token"),
     ("info/paths.json", json.dumps({"paths": [{"_path": "src/hf_token", "sha256": "0" * 64}]}), "src/hf_token"),
@@ -800,8 +799,8 @@ def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
         client: FakeDockerClient, tmp_path: Path, listing: str, line: str, held: str) -> None:
     """A listing is the folder's own text: a RECORD or a conda info/files beside a .env that lists it hid the .env
     from the walk, and it was mounted (review64), and a hand-made one listing src/... hid all of src/ (mounts68).
-    A listed file is a package's only while its content hashes to the list's: with no hash, a malformed one or
-    another file's, it is checked by its name."""
+    A listed file is a package's only while its content hashes to the list's: with a malformed hash or another
+    file's, it is checked by its name (with none, ``test_a_file_a_list_names_without_a_hash_is_refused_saying_so``)."""
     folder = tmp_path / "project"
     (folder / listing).parent.mkdir(parents=True)
     (folder / listing).write_text(line + "\n")
@@ -816,12 +815,17 @@ def test_a_secret_file_an_installed_package_s_listing_names_is_refused(
                                                                 "files": ["ssl/cacert.pem"]}), "ssl/cacert.pem"),
     ("pkgs/ca-certificates-2019.1.23-0/info/files", "ssl/cacert.pem\n",
      "pkgs/ca-certificates-2019.1.23-0/ssl/cacert.pem"),
-    ("info/files", "src/hf_token\n", "src/hf_token")])   # a hand-made list, refused alike
-def test_a_file_a_conda_list_names_without_a_hash_is_refused_saying_so(
+    ("info/files", "src/hf_token\n", "src/hf_token"),   # a hand-made list, refused alike
+    ("lib/python3.11/site-packages/certifi-2024.2.2.dist-info/RECORD", "certifi/cacert.pem,,\n",
+     "lib/python3.11/site-packages/certifi/cacert.pem"),
+    ("x-1.0.dist-info/RECORD", f"src/app.py,{WRONG_HASH},1\nsrc/hf_token,,\n", "src/hf_token"),
+    ("x-1.0.dist-info/RECORD", "x/../.env,,\n", ".env")])
+def test_a_file_a_list_names_without_a_hash_is_refused_saying_so(
         client: FakeDockerClient, tmp_path: Path, listing: str, text: str, held: str) -> None:
     """A conda-meta record with ``files`` and no ``paths_data`` lists its files with no hash, as a package's
-    info/files does: nothing tells the package's ssl/cacert.pem from one put in its place, so it is refused, but the
-    line read as if the file were a secret (stop_note_s58). It says its list gave no hash."""
+    info/files does, and as pip's RECORD does in a ``path,,`` line (its own, a .pyc it compiled): nothing tells the
+    package's cacert.pem from one put in its place, so it is refused, but the line read as if the file were a secret
+    (stop_note_s58; a RECORD's, mounts86). It says its list gave no hash."""
     folder = tmp_path / "env"
     (folder / listing).parent.mkdir(parents=True)
     (folder / listing).write_text(text)

@@ -308,14 +308,17 @@ def _package_files(top: str, folders: list[str], source: Path,
     content hashes to that (``_packaged``): a hand-made list naming a user's src/.env, a line with no hash (pip's
     own RECORD line) or a file added to a package's folder after install is judged as any user file is. A listed
     path outside ``top`` (RECORD's ../../bin/pip) is not taken. A conda list that is not JSON, or past
-    ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged. Second, the files a conda list names
-    with no hash (a conda-meta record with ``files`` and no ``paths_data``; a package's ``info/files``), each
-    with that list: trusted for nothing, but a refusal of one says its list gave no hash."""
+    ``_CHECK_READ_LIMIT``, is refused (``refuse``): its files went unjudged. Second, the files a list names with no
+    hash (a RECORD's ``path,,`` line; a conda-meta record with ``files`` and no ``paths_data``; a package's
+    ``info/files``), each with that list: trusted for nothing, but a refusal of one says its list gave no hash."""
     listed, unhashed = {}, {}
     for name in sorted(name for name in folders if name.endswith(".dist-info")):
-        for line in _head(os.path.join(top, name, "RECORD")).splitlines():
+        record = os.path.join(top, name, "RECORD")
+        for line in _head(record).splitlines():
             path, _, rest = line.partition(",")
             algorithm, _, digest = rest.partition(",")[0].partition("=")
+            if not algorithm:   # pip's path,, (RECORD itself, a .pyc it compiled): no hash to trust it by
+                unhashed[path] = record
             try:
                 digest = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
             except ValueError:   # binascii.Error: a digest pip never writes, trusted for nothing
