@@ -2699,6 +2699,70 @@ def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
             capfd.readouterr().err)
 
 
+@pytest.mark.parametrize("form", ["one by one", "in one batch"])
+def test_a_prune_after_a_cached_rollout_was_found_costs_the_run_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], form: str) -> None:
+    """A batch leaves out each rollout the cache holds, placing it, and the step then takes its record from the cache
+    again: a prune between the two (another run's, ``pinbench cache prune``) failed that sample, "the generator wrote
+    nothing", its rollout in place. The record first found is the one the step takes; a prune right after the lookup
+    that placed a rollout (a hard link: the run's name holds it) costs only the rollouts it removed, generated again."""
+    from pinbench.core.sample_cache import prune
+    from pinbench.ops import generation
+
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    if form == "one by one":
+        generator, options = RENDER, {"calls": str(calls)}
+    else:
+        (tmp_path / "batched_generator.py").write_text(BATCHED.format(calls=str(calls)))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+        generator, options = "python:batched_generator:make", {}
+    assert _run(tmp_path / "a", generator, **options).exit_code == 0 and len(_calls(calls)) == 4
+    real = generation.RolloutCache.get
+
+    def pruned_after(self: generation.RolloutCache, task_hash: str):   # a prune right after the first hit
+        stored = real(self, task_hash)
+        if stored is not None and not list(tmp_path.glob("pruned")):
+            assert prune(cache, 0).kept == 0
+            (tmp_path / "pruned").touch()
+        return stored
+
+    monkeypatch.setattr(generation.RolloutCache, "get", pruned_after)
+    capfd.readouterr()
+    second = _run(tmp_path / "b", generator, **options)
+    err = capfd.readouterr().err
+    assert second.exit_code == 0 and len(_calls(calls)) == 7, err   # the three the prune removed, made again
+    assert "generate: 4 samples: 3 done, 1 reused (1 from the sample cache), 0 failed" in err, err
+    rollout = tmp_path / "b" / "rollouts" / "edge" / "task_0000.mp4"   # the first found, as the first run made it
+    assert _sha(rollout) == _sha(tmp_path / "a" / rollout.relative_to(tmp_path / "b"))
+
+
+def test_a_rollout_pruned_from_the_cache_while_it_is_checked_is_generated_again_unsaid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A prune between the check of a kept rollout's bytes and its rollout check made it "no rollout (the generator
+    wrote nothing there)", said as a rollout kept before that check: it is a miss, as an entry a prune removed before
+    its lookup is, generated again without a word."""
+    from pinbench.core.sample_cache import prune
+    from pinbench.ops import generation
+
+    cache, calls = tmp_path / "cache", tmp_path / "calls"
+    monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
+    assert _run(tmp_path / "a", RENDER, calls=str(calls)).exit_code == 0 and len(_calls(calls)) == 4
+    real = generation.check_rollout
+
+    def pruned_first(request: Any, path: Path, **kwargs: Any) -> list[str]:   # the prune, as the cache's is checked
+        if kwargs.get("kept"):
+            prune(cache, 0)
+        return real(request, path, **kwargs)
+
+    monkeypatch.setattr(generation, "check_rollout", pruned_first)
+    capfd.readouterr()
+    second = _run(tmp_path / "b", RENDER, calls=str(calls))
+    err = capfd.readouterr().err
+    assert second.exit_code == 0 and len(_calls(calls)) == 8, err
+    assert "generate: 4 samples: 4 done, 0 reused, 0 failed" in err and "sample cache" not in err, err
+
+
 BATCH_FAILS = """
 from pinbench.ops.generators import Static
 

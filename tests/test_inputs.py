@@ -132,6 +132,24 @@ def test_a_space_inside_an_input_s_suffix_fails_by_name(tmp_path: Path) -> None:
     assert tasks["x. mp4"].sample_id.startswith("bad-name-") and tasks["x. mp4"].input is None
 
 
+def test_a_folder_named_with_a_space_in_or_past_its_suffix_is_a_folder_as_one_named_like_a_video_is(
+        tmp_path: Path) -> None:
+    """A folder ``dir. mp4`` or ``dir.mp4 `` was a name to rename to ``dir.mp4`` (still no video); it is listed as
+    ``dir.mp4/`` is, a folder that fails by name, and walked as that one is: the videos under each are taken."""
+    for name in ("dir.mp4", "dir. mp4", "dir.mp4 ", "dir.m p4"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.mp4").write_bytes(b"x")
+    (tmp_path / "linked. mp4").symlink_to(tmp_path / "dir.mp4", target_is_directory=True)
+    listed = {v.relative: (v.kind, v.problem) for v in list_inputs(tmp_path)}
+    assert listed == {"dir.mp4": ("folder", "a directory, not a file"),
+                      "dir. mp4": ("folder", "a directory, not a file"),
+                      "dir.mp4 ": ("folder", "a directory, not a file"),
+                      "dir.m p4": ("folder", "a directory, not a file"),
+                      "linked. mp4": ("folder", listed["linked. mp4"][1]),
+                      **{f"{name}/a.mp4": (None, None) for name in ("dir.mp4", "dir. mp4", "dir.mp4 ", "dir.m p4")}}
+    assert listed["linked. mp4"][1].startswith("a symlink to a folder, not followed")
+
+
 def test_two_inputs_whose_ids_differ_only_in_unicode_composition_each_fail_by_name(tmp_path: Path) -> None:
     # 'café' composed (NFC) and decomposed (NFD): two ids that read the same in every table and view
     composed, decomposed = "caf\u00e9.mp4", "cafe\u0301.mp4"

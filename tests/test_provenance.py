@@ -1281,6 +1281,20 @@ QUERY_SECRETS = [
     ("https://h/a?x=1&client_secret=123456&y=2", "https://h/a?x=1&client_secret=***&y=2"),
     ("https://h/a?x=1&#38;client_secret=123456#frag https://h/a?x=1&amp;amp;my_token=abcdefgh#top",
      "https://h/a?x=1&#38;client_secret=***#frag https://h/a?x=1&amp;amp;my_token=***#top"),
+    # left89: a key after a '&' escaped as HTML's &AMP;, a numeric reference without its ';' (&#38key=, as HTML5
+    # parsers read it) or a JavaScript or Python string's \x26, or after an escaped '?' (&#63;, &#x3F, &quest;,
+    # \u003f, \x3F, %3F before a raw '=') showed its value
+    ("https://h/a?x=1&AMP;key=abc123&AMP;page=2", "https://h/a?x=1&AMP;key=***&AMP;page=2"),
+    ("https://h/a?x=1&#38key=abc123 https://h/a?x=1&#x26Sig=abc123&#038token=abc",
+     "https://h/a?x=1&#38key=*** https://h/a?x=1&#x26Sig=***&#038token=***"),
+    ("'https://h/a?x=1\\x26token=abc123\\x26page=2'", "'https://h/a?x=1\\x26token=***\\x26page=2'"),
+    ("https://h/a&#63;key=abc123 https://h/a&#x3F;auth=abc123 https://h/a&#63auth=abc123",
+     "https://h/a&#63;key=*** https://h/a&#x3F;auth=*** https://h/a&#63auth=***"),
+    ("https://h/a&quest;key=abc123&amp;page=2", "https://h/a&quest;key=***&amp;page=2"),
+    ('{"u":"https://h/a\\u003fkey=abc123\\u0026page=2"}', '{"u":"https://h/a\\u003fkey=***\\u0026page=2"}'),
+    ("'https://h/a\\x3Fsig=abc123'", "'https://h/a\\x3Fsig=***'"),
+    ("https://h/a%3Fkey=abc123&page=2", "https://h/a%3Fkey=***&page=2"),
+    ("'https://h/a?x=1\\x26client_secret=123456#frag'", "'https://h/a?x=1\\x26client_secret=***#frag'"),
 ]
 
 
@@ -1305,7 +1319,10 @@ def test_a_url_query_s_other_values_stay() -> None:
     # secrets85: escaped '&'s and twice-encoded URLs before other keys; a number after a secret's name but in a query
     for plain in ("https://h/a?x=1\\u0026page=2\\u0026monkey=abc123 https://h/a?x=1&#38;keys=3&amp;amp;signal=1",
                   "https://h/a?u=%252Fb%253Fkeys%253D1%2526monkey%253Dabc123%2526key%253D",
-                  "client_secret=123456 eos_token: 128001 https://h/a#client_secret=123456"):
+                  "client_secret=123456 eos_token: 128001 https://h/a#client_secret=123456",
+                  # left89: escaped '&'s and '?'s before other keys; a key after no escape's last character
+                  "https://h/a?x=1\\x26keys=3\\x26monkey=abc123 https://h/a&#63;keys=1&#38signal=1 https://h/a%3Fmonkey=1",
+                  "0x26key=abc123 x3fkey=abc123 #38key=abc123 u003fkey=abc123 &Amp;key=abc123 3Fkey=abc123"):
         assert redact(plain) == plain and not holds_secret(plain), plain
 
 
@@ -1370,6 +1387,11 @@ def test_digest_headers_without_a_response_stay_and_hostile_lines_take_linear_ti
                           "'?u=' + '%253Fkey%253D' * 7700, '%' + '25' * 50000 + '3Fkey%3Dx', "
                           "'?client_secret=1#access_token=abcdef1 ' * 2600, 'Bearer token ab1234 ' * 7200]"
                           ) == [9000, 7100, 1, 1, 0, 5200, 7200]
+    # left89: '&' and '?' escaped otherwise, numeric references without ';', long runs of zeros and escapes
+    assert _hidden_counts("['\\\\x26key=x' * 11000, '&#38key=x' * 11000, '&#' + '0' * 100000 + '63;key=x', "
+                          "'\\\\x26' * 25000 + '\\\\x3f', '&AMP;' * 20000 + 'key=x', '%3Fkey=x' * 12500, "
+                          "'&#x3F' * 20000 + 'key=x', '&quest;sig=x ' * 7700]"
+                          ) == [11000, 11000, 1, 0, 1, 1, 1, 7700]
 
 
 @pytest.mark.parametrize(("text", "hidden"), NAMED_VALUES)

@@ -128,7 +128,9 @@ def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: s
             if Path(name).suffix.lower() in suffixes or linked_folder:
                 found.append(InputFile(path.relative_to(root).as_posix(), path, *entry_problem(path)))
             elif (past := _past_suffix(name, suffixes)) is not None:   # skipped, it went unseen beside the rest
-                found.append(InputFile(path.relative_to(root).as_posix(), path, *past))
+                # a folder so named (dir. mp4/) is one as dir.mp4/ is: renamed, it would be no video either
+                found.append(InputFile(path.relative_to(root).as_posix(), path,
+                                       *(entry_problem(path) if name in dirs else past)))
     if not found:
         raise RecipeError(f"{root}: no {what} found (looked for {', '.join(suffixes)})")
     return sorted(found, key=lambda v: v.relative)

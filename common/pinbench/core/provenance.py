@@ -112,9 +112,15 @@ _SERVICE_TOKEN = _Lazy(
 # ``_KEYED_HINT`` tries it at each '?' and '&', 1.4 ms on 100 kB of URLs, 1.6 ms as a list of whole names (by hand).
 _QUERY_SECRET = (r"(?i:sig(?:nature)?|key|a(?:uth|ccess_token|pi_?key)|token|password|credential"
                  r"|x-(?:amz-(?:signature|credential|security-token)|goog-(?:signature|credential)))")
-# The '&' before a query's key as a text may escape it, once or more: HTML (&amp;, &amp;amp;, &#38;, &#x26;, &amp;#38;)
-# or JSON (\u0026: Go's encoder writes every '&' so). Each showed the value after it (secrets85)
-_QUERY_AMP = r"(?:&|\\u0026)(?:amp;)*(?:#(?:0*38|[xX]0*26);)?"
+# The '&' before a query's key as a text may escape it, once or more: HTML (&amp;, &AMP;, &amp;amp;, &#38;, &#x26;,
+# &amp;#38;; a numeric reference without its ';', &#38key=, as HTML5 parsers read it), JSON (\u0026: Go's encoder
+# writes every '&' so) or a JavaScript or Python string (\x26). Each showed the value after it (secrets85, left89).
+# HTML's names are case-sensitive: &AMP; is one of them, &Amp; none
+_QUERY_AMP = r"(?:&|\\u0026|\\x26)(?:amp;|AMP;)*(?:#(?:0*38|[xX]0*26);?)?"
+# What starts a query's key: '?' as it is or escaped (HTML's &#63;, &#x3F;, &quest;, JSON's \u003f, \x3f, a URL's
+# %3F before a raw '=': &#63;key=V showed V), or '&' (``_QUERY_AMP``)
+_QUERY_MARK = (r"(?:\?|&(?:amp;|AMP;)*(?:#(?:0*63|[xX]0*3[Ff]);?|quest;)|\\(?:u003|x3)[Ff]|%3[Ff]|"
+               + _QUERY_AMP + ")")
 # Secrets known by what stands before them, hidden from there on: a Slack webhook's path (the URL is the secret;
 # hooks.slack.com and GovSlack's hooks.slack-gov.com), a URL query's credential (``_QUERY_SECRET``), a storage or
 # Service Bus connection string's AccountKey=, SharedAccessKey= or SharedAccessSignature= value (to its ';'), cased as
@@ -135,7 +141,7 @@ _QUERY_AMP = r"(?:&|\\u0026)(?:amp;)*(?:#(?:0*38|[xX]0*26);)?"
 # now, beside the 6 ms of the hint's scan (by hand).
 _KEYED_SECRET = _Lazy(r"(?=[h?&%AaSsP\\])"
                            r"(?:(hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_-]+"
-                           r"|((?:\?|" + _QUERY_AMP + ")" + _QUERY_SECRET + r"=)[^&\s\"'#\\]+"
+                           r"|(" + _QUERY_MARK + _QUERY_SECRET + r"=)[^&\s\"'#\\]+"
                            r"|(%(?P<depth>(?:25)*)(?:3[Ff]|26)" + _QUERY_SECRET + r"%(?P=depth)3[Dd])"
                            r"(?:[^&\s\"'#\\%]|%(?!(?P=depth)2[36]))+"
                            r"|(" + _starts("AaSs", "A-Za-z0-9")
@@ -181,11 +187,13 @@ _DIGEST_ALONE = _Lazy(_starts("Dd", "A-Za-z0-9") + r"(?=(?i:digest)[ \t]+(?:" + 
 # match's group names its needle ('digeſt' matches under IGNORECASE, lowers to no needle)
 _AUTH_NEEDLES = re.compile(r"(?i:(?P<authorization>authorization)|(?P<bearer>bearer)|(?P<digest>digest))")
 # A query's key after '?' and after '&', not after [?&]: a class first loses the scan's first-character skip (2.5x).
-# After an escaped '&' by its last character (';' of &amp; or &#38;, "u0026"): ``_QUERY_AMP`` here made the scan of a
-# 100 kB log holding \n escapes 4x slower (by hand)
-_KEYED_HINT = _Lazy(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|&" + _QUERY_SECRET + "=|;" + _QUERY_SECRET
-                         + "=|u0026" + _QUERY_SECRET + "="
-                         r"|%(?:25)*(?:3[Ff]|26)" + _QUERY_SECRET + "%(?:25)*3[Dd]"
+# After an escaped '?' or '&' by its last character (';' of &amp; or &#38;) or from its last letter ('u' of \u0026 and
+# \u003f, 'x' of \x26 and \x3f; '&' of a numeric reference without ';', '%' of %3F): ``_QUERY_MARK`` here made the
+# scan of a 100 kB log holding \n escapes 4x slower, a '\\' first 1.7x, these 1.3x (0.40 to 0.52 ms, by hand)
+_KEYED_HINT = _Lazy(r"hooks\.slack(?:-gov)?\.com/|\?" + _QUERY_SECRET + "=|;" + _QUERY_SECRET
+                         + r"=|&(?:(?:amp;|AMP;)*#(?:0*(?:38|63)|[xX]0*(?:26|3[Ff])))?" + _QUERY_SECRET
+                         + "=|u00(?:26|3[Ff])" + _QUERY_SECRET + "=|x(?:26|3[Ff])" + _QUERY_SECRET + "="
+                         r"|%(?:25)*(?:3[Ff]|26)" + _QUERY_SECRET + "(?:=|%(?:25)*3[Dd])"
                          r"|ccount[Kk]ey=|CCOUNTKEY=|hared[Aa]ccess|HAREDACCESS|PuTTY-User-Key-File-")
 # A text holding one of these goes through the scrubbers (``_may_match``): an hf_ or service token's start, a PEM
 # private key, a ``_KEYED_SECRET``'s key, an Authorization header's name or a Digest parameter list's start (its first
@@ -595,10 +603,10 @@ def _named_value_hidden(text: str, match: re.Match[str]) -> tuple[str, int]:
     return text[match.start():match.start(4)] + REDACTED + text[end:stop], stop
 
 
-# A URL query's key (after '?', '&' or an escaped '&': ``_QUERY_AMP``) ending where a secret's name starts: its value
-# ends at the fragment's '#', which no query value holds raw. Sought in the name's last 64 characters (a longer key's
-# value runs on, hidden whole)
-_QUERY_KEY = re.compile(r"(?:\?|" + _QUERY_AMP + r")[A-Za-z0-9._~-]*$")
+# A URL query's key (after '?' or '&', as it is or escaped: ``_QUERY_MARK``) ending where a secret's name starts: its
+# value ends at the fragment's '#', which no query value holds raw. Sought in the name's last 64 characters (a longer
+# key's value runs on, hidden whole)
+_QUERY_KEY = _Lazy(_QUERY_MARK + r"[A-Za-z0-9._~-]*$")
 _QUERY_KEY_MOST = 64
 
 # Where a field's name ends: its quote (escaped in JSON text; ' in a Python repr), then ':'. A value in the same quote

@@ -1969,6 +1969,8 @@ class RolloutCache(SampleCache):
             return None
         request = self.requests[stored.data["sample_id"]]
         if problems := check_rollout(request, kept, kept=True):   # _holds above: the bytes its record checked
+            if not os.path.lexists(kept):   # a prune removed it since: a miss, as before its lookup (no "no rollout")
+                return None
             print(f"generate: sample cache: {_invalid(request, kept, problems)} (kept before that was checked); not "
                   "used, generated again", file=sys.stderr, flush=True)
             return None
@@ -2011,8 +2013,10 @@ class RolloutCache(SampleCache):
 
 
 def _cached(cache: RolloutCache, task: RolloutTask, kept: _Kept) -> bool:
-    """Whether the cache holds a rollout of ``task`` by this generator, now placed in the run's rollouts."""
-    stored = cache.get(input_hash(task))
+    """Whether the cache holds a rollout of ``task`` by this generator, now placed in the run's rollouts. What it
+    finds is held (``record_of``) for the step's own lookup: a prune between the two removed the entry of a rollout a
+    batch had left out, placed, and its sample failed ("the generator wrote nothing")."""
+    stored = cache.record_of(task.sample_id, input_hash(task), hold=True)
     try:
         return stored is not None and kept(stored.data["result"])
     except Stale:
