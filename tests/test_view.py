@@ -25,6 +25,7 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -464,7 +465,7 @@ def _asgi_get(app, path: str, method: str = "GET", **headers: str) -> tuple[int,
 def _media_app(media: MediaStore, token: str):
     from pinbench.ops.view import build_app
 
-    return build_app(types.SimpleNamespace(ids=(), summary=dict, table=dict), media, token, 8123)
+    return build_app(lambda: types.SimpleNamespace(ids=(), summary=dict, table=dict), media, token, 8123)
 
 
 def _listed_video(media: MediaStore, folder: Path) -> tuple[str, bytes]:
@@ -590,6 +591,123 @@ def test_a_video_is_served_whole_or_one_byte_range_of_it(tmp_path: Path) -> None
     assert (status, body, headers["content-length"]) == (200, b"", str(size))
 
 
+def test_while_unchanged_reads_again_once_a_file_or_an_entry_under_a_folder_changed(tmp_path: Path) -> None:
+    """The cache of a long-running ``pinbench view`` server: a reading is kept while the stats of what it read are
+    (no file read again), and made again once a file named, or any entry under a folder named, changed."""
+    import os
+
+    from pinbench.core.files import tree_state, while_unchanged
+
+    reads: list[Path] = []
+    single, folder = tmp_path / "rows.jsonl", tmp_path / "data"
+
+    @while_unchanged(lambda path: [path])
+    def read(path: Path) -> int:
+        reads.append(path)
+        return len(reads)
+
+    single.write_text("a\n")
+    assert read(single) == read(single) == 1
+    stat = single.stat()
+    single.write_text("b\n")   # the same size, its mtime put back: its ctime says it was written
+    os.utime(single, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert read(single) == 2
+    assert read(folder) == 3 and tree_state([folder]) == ((str(folder), None),)   # not there yet
+    (folder / "skill").mkdir(parents=True)
+    assert read(folder) == 4
+    (folder / "skill" / "task.jsonl").write_text("x\n")   # two levels down
+    assert read(folder) == 5 == read(folder)
+    (folder / "skill" / "task.jsonl").unlink()
+    assert read(folder) == 6
+
+
+def _regenerated_camerabench(run: Path) -> tuple[RunInputs, str, Any]:
+    from pinbench_recipes.camerabench.dataset import load_dataset
+    from pinbench_recipes.camerabench.fixture import write_fixture
+
+    data, _ = write_fixture(run / "fixture_data")
+    card = types.SimpleNamespace(mode="fixture", config={}, provenance={})
+    sample = load_dataset(data, ["binary"]).binary[0]
+    rows = next((data / "binary_classification").glob("*.jsonl"))
+
+    def regenerate() -> None:   # every label flipped, in place
+        lines = [json.loads(line) for line in rows.read_text().splitlines()]
+        rows.write_text("".join(json.dumps({**row, "label": not row["label"]}) + "\n" for row in lines))
+    return RunInputs(run, card), sample.sample_id, regenerate
+
+
+def _regenerated_dynamic_degree(run: Path, dd: Path) -> tuple[RunInputs, str, Any]:
+    shutil.copytree(dd, run)
+    inputs = View(load_runs([run])).runs[0].inputs
+
+    def regenerate() -> None:   # a video added to the folder the run read
+        shutil.copy(run / "fixture_data" / "static_8fps.mp4", run / "fixture_data" / "added.mp4")
+    return inputs, "added", regenerate
+
+
+def _regenerated_remembench(run: Path, a: Path) -> tuple[RunInputs, str, Any]:
+    shutil.copytree(a, run)
+    inputs = View(load_runs([run])).runs[0].inputs
+
+    def regenerate() -> None:   # the release's T2V rows gone
+        (run / "fixture_data" / "RememBench" / "data" / "t2v" / "test.jsonl").unlink()
+    return inputs, "t2v-001", regenerate
+
+
+def _recipes_with_a_view() -> list[str]:
+    from pinbench.core.recipe import available_recipes
+
+    return sorted(name for name in available_recipes() if view_module(name) is not None)
+
+
+@pytest.mark.parametrize("recipe", _recipes_with_a_view())
+def test_a_server_shows_a_sample_page_after_its_inputs_were_regenerated_between_two_page_loads(
+        recipe: str, runs, tmp_path: Path) -> None:
+    """A recipe view cached what it read by path (``functools.cache``): a long-running server showed the first
+    reading until restarted. Each reads again once what it read changed (``while_unchanged``)."""
+    module = view_module(recipe)
+    if recipe == "mind":   # caches nothing: every page load reads its action.json
+        assert not any(hasattr(f, "cache_info") or hasattr(f, "__wrapped__") for f in vars(module).values())
+        return
+    if recipe == "paibench-c":   # its run comes from its own tests' cached runs
+        pytest.skip("recipes/paibench_c/tests/test_pc_view.py::test_a_server_sees_the_run_directory_regenerated_...")
+    run = tmp_path / "run"
+    inputs, sample_id, regenerate = {
+        "camerabench": lambda: _regenerated_camerabench(run),
+        "dynamic-degree": lambda: _regenerated_dynamic_degree(run, runs["dd"]),
+        "remembench": lambda: _regenerated_remembench(run, runs["a"]),
+    }[recipe]()
+    first = module.sample_media(inputs, sample_id, None)
+    regenerate()
+    second = module.sample_media(inputs, sample_id, None)
+    assert second != first
+    assert second == module.sample_media(inputs, sample_id, None)
+
+
+def test_a_server_shows_a_rewritten_scorecard_on_the_next_page_load(runs, tmp_path: Path) -> None:
+    """The summary and the table were made once per server: a rerun that finished under it was not shown until
+    restarted. Made again once a run's scorecard.json changed; on an unchanged one, the same data."""
+    from pinbench.ops.view import build_app
+    from pinbench.results.view import view_of
+
+    run = Path(shutil.copytree(runs["dd"], tmp_path / "dd"))
+    token = "t" * 43
+    app = build_app(lambda: view_of((run,)), MediaStore(tmp_path / "previews"), token, 8123)
+    first = json.loads(_asgi_get(app, f"/{token}/api/summary")[1])
+    assert first["runs"][0]["checkpoint"] == "fixture"
+    card = json.loads((run / "scorecard.json").read_text())
+    (run / "scorecard.json").write_text(json.dumps({**card, "checkpoint": "rerun"}))
+    second = json.loads(_asgi_get(app, f"/{token}/api/summary")[1])
+    assert second["runs"][0]["checkpoint"] == "rerun"
+    card["samples"]["n_expected"] = "many"   # a scorecard that cannot be read: said, and read again once mended
+    (run / "scorecard.json").write_text(json.dumps(card))
+    status, body, _ = _asgi_get(app, f"/{token}/api/table")
+    assert status == 500 and str(run / "scorecard.json") in json.loads(body)["error"]
+    card["samples"]["n_expected"] = first["runs"][0]["n_expected"]
+    (run / "scorecard.json").write_text(json.dumps(card))
+    assert json.loads(_asgi_get(app, f"/{token}/api/summary")[1]) == first
+
+
 def test_a_video_deleted_after_its_sample_was_opened_is_said_gone_by_its_name_in_the_run(tmp_path: Path) -> None:
     """Its 404 said "open its sample first, or the file changed" of a file that is simply gone."""
     from pinbench.ops.view import build_app
@@ -598,7 +716,7 @@ def test_a_video_deleted_after_its_sample_was_opened_is_said_gone_by_its_name_in
     (run / "rollouts").mkdir(parents=True)
     name, _ = _listed_video(media, run / "rollouts")
     runs = [types.SimpleNamespace(run=types.SimpleNamespace(path=run / "scorecard.json"))]
-    app = build_app(types.SimpleNamespace(ids=(), runs=runs, summary=dict, table=dict), media, token, 8123)
+    app = build_app(lambda: types.SimpleNamespace(ids=(), runs=runs, summary=dict, table=dict), media, token, 8123)
     (run / "rollouts" / "v.mp4").unlink()
     assert _asgi_get(app, f"/{token}/media/{name}")[:2] == (
         404, b"not found: rollouts/v.mp4 is gone from its run (deleted since its sample was opened)\n")

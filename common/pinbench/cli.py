@@ -1072,12 +1072,11 @@ def view(
 ) -> None:
     """See the videos behind the numbers: a local page of the runs' metrics, every sample's values side by side,
     and each sample's rollouts playing in sync (docs/view.md)."""
-    from pinbench.results.view import View, ViewError, load_runs, view_module
+    from pinbench.results.view import ViewError, view_of
 
     _refuse_secret_shaped("--bundle", bundle)
     with _failing(ViewError):
-        loaded = load_runs(runs)
-        page = View(loaded, view_module(loaded[0].card.recipe))
+        page = view_of(tuple(runs))
     if bundle is not None:
         from pinbench.core.rundir import terminate_as_exit
         from pinbench.ops.view import write_bundle
@@ -1095,10 +1094,10 @@ def view(
         sock = bind_loopback(port)
     with sock:
         token = new_token()
-        _echo(f"{counted(len(page.ids), 'sample')} of {counted(len(loaded), 'run')} of {page.recipe}")
+        _echo(f"{counted(len(page.ids), 'sample')} of {counted(len(page.runs), 'run')} of {page.recipe}")
         _echo(f"view page: http://127.0.0.1:{sock.getsockname()[1]}/{token}/")
         _echo("(the token in this address is the key to the page: only this address opens it; Ctrl-C stops)")
-        serve(page, sock, token)
+        serve(runs, sock, token)
 
 
 @app.command()

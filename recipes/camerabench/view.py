@@ -9,10 +9,10 @@ videos`` its video(s) (flat or one level of folders, as the run looks for them).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import while_unchanged
 from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Text, Video, not_a_folder
 
 VALUES = {"score": None, "question_correct": "higher", "binary_correct": "higher"}
@@ -26,7 +26,7 @@ def facets(sample_id: str, result: Mapping[str, Any] | None) -> dict[str, str]:
     return named
 
 
-@cache
+@while_unchanged(lambda root: [root / "binary_classification", root / "vqa_and_retrieval"])
 def _samples(root: Path) -> dict[str, Any] | str:
     """The data folder's samples by id, or why it cannot be read: said once, not parsed again for every sample."""
     from pinbench_recipes.camerabench.dataset import DatasetError, load_dataset

@@ -5,15 +5,15 @@ its timeline, and the flow magnitude ``m`` of every sampled transition against t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import while_unchanged
 from pinbench.core.inputs import sample_ids
 from pinbench.results.view import MediaFile, RunInputs, SampleMedia, Series, Span, Video, not_a_folder
 
 
-@cache
+@while_unchanged(lambda root: [root])
 def _by_id(root: Path) -> dict[str, str]:
     """Sample id -> video path under ``root``, as the run named its inputs (for samples without a result)."""
     from pinbench_recipes.dynamic_degree.prepare import list_videos

@@ -9,14 +9,12 @@ provenance names: the pinned snapshot it read), not from the copies the run stag
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pinbench.core.files import FileState
+from pinbench.core.files import while_unchanged
 from pinbench.core.generation import REQUESTS_FILE, Request, RequestError, read_each_request
 from pinbench.core.run import GENERATION
 from pinbench.core.runner import load_records
@@ -45,21 +43,8 @@ class Requests:
     problem: str | None = None
 
 
-def _state(path: Path) -> tuple[FileState, ...]:
-    """What a cached reading of ``path`` (a file, or a folder with every entry in it) holds while unchanged: a run
-    directory regenerated under a long-running ``pinbench view`` server is read again. Nothing when unreadable."""
-    try:
-        states = [FileState.of(path.lstat())]
-        if path.is_dir() and not path.is_symlink():
-            states += [FileState.of(entry.stat(follow_symlinks=False)) for entry in sorted(
-                os.scandir(path), key=lambda entry: entry.name)]
-    except OSError:
-        return ()
-    return tuple(states)
-
-
-@lru_cache(maxsize=8)
-def _requests(path: Path, state: tuple[FileState, ...]) -> Requests:
+@while_unchanged(lambda path: [path])
+def _requests(path: Path) -> Requests:
     try:
         requests, unread = read_each_request(path, "paibench-c")
     except RequestError as exc:   # missing, a folder, not UTF-8: said once, no traceback
@@ -81,8 +66,8 @@ class Kept:
     problem: str | None = None
 
 
-@lru_cache(maxsize=8)
-def _kept(store: Path, state: tuple[FileState, ...]) -> Kept:
+@while_unchanged(lambda store: [store / SAMPLES_DIR])
+def _kept(store: Path) -> Kept:
     try:
         records = load_records(store)
     except (StoreError, ValueError, OSError) as exc:   # a store refused or unreadable: said, the videos unchecked
@@ -116,11 +101,11 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     # a scorecard kept aside: the generation records are the rerun's, of other bytes maybe (its page says it keeps
     # no digest)
     store = run.dir / GENERATION
-    kept = None if run.aside else _kept(store, _state(store / SAMPLES_DIR))
+    kept = None if run.aside else _kept(store)
     if kept is not None and kept.problem is not None:
         media.problems.append(kept.problem)
     path = run.dir / GENERATION / REQUESTS_FILE
-    requests = _requests(path, _state(path))
+    requests = _requests(path)
     if requests.problem is not None:
         media.problems.append(requests.problem)
     media.problems += requests.unread.get(None, [])   # a line whose request is not known may be this task's

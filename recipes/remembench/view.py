@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pinbench.core.files import while_unchanged
 from pinbench.results.view import Image, Marker, MediaFile, RunInputs, SampleMedia, Span, Text, Video, not_a_folder
 from pinbench_recipes.remembench.dataset import PAPER, I2VRow, Row, T2VRow, read_rows
 from pinbench_recipes.remembench.prepare import TEST_FILES, find_video
@@ -36,7 +36,7 @@ def _release_root(run: RunInputs) -> Path:
     return Path(locate(dataset_pin(*parse_dataset_spec(str(run.options.get("dataset"))))))
 
 
-@cache
+@while_unchanged(lambda root, fixture: [root / "checksums.sha256", *(root / name for name in TEST_FILES.values())])
 def _rows(root: Path, fixture: bool) -> dict[str, Row]:
     """Every row of the release's T2V and I2V test files, verified against its checksums, by sample id."""
     from pinbench_recipes.remembench.fixture import I2V, T2V

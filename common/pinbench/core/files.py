@@ -20,14 +20,16 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache, wraps
 from pathlib import Path, PurePath
 from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from pinbench.core.options import expand_user
 
 _CHUNK = 1 << 20
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class FileError(ValueError):
@@ -65,6 +67,58 @@ class FileState:
     @classmethod
     def of(cls, stat: os.stat_result) -> FileState:
         return cls(stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
+
+
+Tree = tuple[tuple[str, FileState | None], ...]
+
+
+def tree_state(paths: Sequence[Path]) -> Tree:
+    """Each path's ``FileState`` (None: nothing there, or unreadable) and, for a folder, every entry's under it by its
+    name (folders linked inside it are not walked, as ``list_inputs`` does not): what a reading of them holds while
+    it is unchanged. Stat calls only, one an entry (and a listing a folder); no file is read."""
+    found: list[tuple[str, FileState | None]] = []
+
+    def walk(path: str) -> None:
+        try:
+            entries = sorted(os.scandir(path), key=lambda entry: entry.name)
+        except OSError:
+            found.append((f"{path}/", None))   # a folder that cannot be listed, or no folder now
+            return
+        for entry in entries:
+            try:
+                found.append((entry.path, FileState.of(entry.stat())))
+            except OSError:   # gone meanwhile, or a dangling link
+                found.append((entry.path, None))
+            if entry.is_dir(follow_symlinks=False):
+                walk(entry.path)
+
+    for path in paths:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            found.append((str(path), None))
+            continue
+        found.append((str(path), FileState.of(stat)))
+        if S_ISDIR(stat.st_mode):
+            walk(str(path))
+    return tuple(found)
+
+
+def while_unchanged(files: Callable[P, Sequence[Path]], maxsize: int = 8) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Cache a reader by its arguments and the ``tree_state`` of the files it reads (``files(*args)`` names them):
+    a long-running ``pinbench view`` server shows a run directory or data folder as it is now (a rerun, a regenerated
+    run, an edited file), where a cache by path showed what it read first until restarted. A call on unchanged files
+    costs their stats (its arguments are hashable)."""
+    def wrap(read: Callable[P, T]) -> Callable[P, T]:
+        @lru_cache(maxsize=maxsize)
+        def cached(state: Tree, *args: Any, **kwargs: Any) -> T:
+            return read(*args, **kwargs)
+
+        @wraps(read)
+        def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            return cached(tree_state(files(*args, **kwargs)), *args, **kwargs)
+        return call
+    return wrap
 
 
 _NOT_REGULAR = ((S_ISDIR, "is a directory"), (S_ISFIFO, "a FIFO (named pipe)"), (S_ISCHR, "a character device"),

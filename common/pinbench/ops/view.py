@@ -16,7 +16,7 @@ import re
 import shutil
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +40,7 @@ from pinbench.core.files import (
 from pinbench.core.provenance import COMPACT_JSON, scrub
 from pinbench.core.rundir import LockHeld, hold_named, release_named
 from pinbench.ops import localweb
-from pinbench.results.view import Image, Video, View, not_a_folder
+from pinbench.results.view import Image, Video, View, ViewError, not_a_folder, view_of
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "results" / "templates"
 ASSETS = {"view.js": "text/javascript; charset=utf-8", "view.css": "text/css; charset=utf-8",
@@ -188,21 +188,30 @@ def page_html(mode: str) -> str:
 # ---------------------------------------------------------------------------------------------------- server
 
 
-def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.Guard:
-    """The page, its assets, its JSON and its media, under ``/<token>/``."""
+def build_app(current: Callable[[], View], media: MediaStore, token: str, port: int) -> localweb.Guard:
+    """The page, its assets, its JSON and its media, under ``/<token>/``: the runs' summary, table and samples of
+    ``current()``, the view of the runs as they are now (``view_of``), each made once per view."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
     from starlette.routing import Mount, Route
 
     no_store = {"cache-control": "no-store"}
-    cached: dict[str, Any] = {}
+    made: dict[str, tuple[View, Any]] = {}
 
-    def once(name: str, make: Callable[[], Any]) -> Callable[[Request], Awaitable[Response]]:
+    def once(name: str) -> Callable[[Request], Awaitable[Response]]:
+        def make() -> Any:
+            view = current()
+            if name not in made or made[name][0] is not view:
+                made[name] = view, getattr(view, name)()
+            return made[name][1]
+
         async def endpoint(request: Request) -> Response:
-            if name not in cached:
-                cached[name] = await localweb.in_daemon_thread(make)
-            return JSONResponse(cached[name], headers=no_store)
+            try:
+                data = await localweb.in_daemon_thread(make)
+            except ViewError as exc:   # a scorecard rewritten under the server that cannot be read
+                return JSONResponse({"error": str(exc)}, 500, headers=no_store)
+            return JSONResponse(data, headers=no_store)
         return endpoint
 
     async def page(request: Request) -> Response:
@@ -218,6 +227,10 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
 
     async def sample(request: Request) -> Response:
         index = request.path_params["index"]
+        try:
+            view = await localweb.in_daemon_thread(current)
+        except ViewError as exc:
+            return JSONResponse({"error": str(exc)}, 500, headers=no_store)
         if not 0 <= index < len(view.ids):
             return JSONResponse({"error": f"no sample #{index} (there are {len(view.ids)})"}, 404)
         data = await localweb.in_daemon_thread(view.sample, index, media.describe)
@@ -236,20 +249,26 @@ def build_app(view: View, media: MediaStore, token: str, port: int) -> localweb.
         if opened is None:
             served = media.gone(name)
             if served is not None:
-                return PlainTextResponse(f"not found: {_from_run(view, served.run, served.path)} is gone from its "
-                                         "run (deleted since its sample was opened)\n", 404)
+                try:   # the runs are the ones named at the start, in their order: any view of them names its folder
+                    named = _from_run(await localweb.in_daemon_thread(current), served.run, served.path)
+                except ViewError:
+                    named = str(served.path)
+                return PlainTextResponse(f"not found: {named} is gone from its run (deleted since its sample was "
+                                         "opened)\n", 404)
             return PlainTextResponse("not found: open its sample first, or the file changed\n", 404)
         return localweb.FileBody(opened, MEDIA_TYPES[Path(name).suffix], {"cache-control": "private"})
 
     routes = [Route("/", page), Route("/{name:str}", asset),
-              Route("/api/summary", once("summary", view.summary)), Route("/api/table", once("table", view.table)),
+              Route("/api/summary", once("summary")), Route("/api/table", once("table")),
               Route("/api/sample/{index:int}", sample), Route("/media/{name:str}", media_file)]
     app = Starlette(routes=[Route(f"/{token}", page), Mount(f"/{token}", routes=routes)])
     return localweb.Guard(app, token, port, CSP)
 
 
-def serve(view: View, sock: socket.socket, token: str) -> None:
-    localweb.serve(build_app(view, MediaStore(), token, sock.getsockname()[1]), sock)
+def serve(runs: Sequence[Path], sock: socket.socket, token: str) -> None:
+    """The page of the runs (their folders or scorecards) as they are now (``view_of``) on ``sock``."""
+    paths = tuple(runs)
+    localweb.serve(build_app(lambda: view_of(paths), MediaStore(), token, sock.getsockname()[1]), sock)
 
 
 # ---------------------------------------------------------------------------------------------------- bundle

@@ -26,12 +26,12 @@ from types import ModuleType
 from typing import Any
 
 from pinbench.core.config import RecipeError
-from pinbench.core.files import FileError
+from pinbench.core.files import FileError, while_unchanged
 from pinbench.core.provenance import scrubber
 from pinbench.core.reference import diff, input_hashes, keeps_inputs, load_reference
 from pinbench.core.run import ROLLOUTS
 from pinbench.core.rundir import RunDirError, aside_owner
-from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples
+from pinbench.core.scorecard import MetricResult, RecordIndex, Scorecard, is_stand_in, metric_samples, scorecard_file
 from pinbench.core.uncertainty import has_interval
 from pinbench.results.compare import Run, load_run
 from pinbench.results.report import (
@@ -550,6 +550,15 @@ class View:
             return hook(run.inputs, sample_id, result)
         except (RecipeError, FileError, ValueError, OSError) as exc:
             return SampleMedia(problems=[f"{self.recipe} view: {exc}"])
+
+
+@while_unchanged(lambda paths: [scorecard_file(path) for path in paths], maxsize=1)
+def view_of(paths: tuple[Path, ...]) -> View:
+    """The View of the runs (``load_runs``) as their scorecards are now: built again once one changed (a rerun
+    finished under a long-running ``pinbench view`` server: a run writes its scorecard after its samples file), else
+    the one built before. A scorecard alone: a samples file a run is still writing is no new result."""
+    runs = load_runs(paths)
+    return View(runs, view_module(runs[0].card.recipe))
 
 
 def _cell(row: Any) -> dict[str, Any] | None:
