@@ -1726,12 +1726,14 @@ def test_a_placeholder_written_as_a_variable_in_a_shell_script_is_refused_unless
     ('mapfile -t out <<< "$1"; gen "$out"', None), ('readarray out <<< "$1"; gen "$out"', None),
     ('f() { local out=$1; gen $out; }; f "$1"', None), ('declare out="$1"; gen "$out"', None),
     ('for out; do gen "$out"; done', None), ('read -a out <<< "$1"; gen "$out"', None),
-    # set only after it is read, in a script that runs in its order (passed); a function's runs when called
-    ('gen $out; out=$1', "$out"), ('f() { gen "$out"; }; out=$1; f', None)])
+    # set anywhere in the script: read first on purpose ([ -n "$out" ] || out=$1), a default assigned, a function's
+    ('[ -n "$out" ] || out=$1; gen --out "$out"', None), ('test -z "$out" && out=$1; gen "$out"', None),
+    (': ${out:=$1}; gen "$out"', None), ('gen "${out=$1}"', None), ('f() { gen "$out"; }; out=$1; f', None)])
 def test_the_shell_variable_check_reads_a_script_as_the_shell_does(script: str, refused: str | None) -> None:
     """review91: status88's scanner refused ``$out`` in a comment or a quoted here-document, an ``out+=``,
     ``printf -v out`` or ``mapfile out`` script (all set it), and passed ``${#out}``, ``${out%.mp4}``,
-    ``$((out))``, ``$out`` after an ``it's`` in a here-document and ``gen $out; out=$1`` (each read it empty)."""
+    ``$((out))`` and ``$out`` after an ``it's`` in a here-document (each read it empty). A binding anywhere in the
+    script counts: ``[ -n "$out" ] || out=$1`` reads it before setting it on purpose."""
     from pinbench.ops.generation import command_argv
 
     spec = f"command:bash -c {shlex.quote(script)} bash {{out}}"

@@ -217,8 +217,8 @@ def command_argv(spec: str) -> list[str]:
                           f"so a path with a space or a quote breaks the script; {arguments}")
     # bash -c 'gen --out ${out}': the shell's own variable, passed as written, which no one set: the shell read it
     # empty (one the script or env sets, out="$1", or a loop or read binds, for out in "$@", is the script's own)
-    unset = [(text, name) for at, text, name in _expanded(script) if name in PLACEHOLDERS
-             and not _bound(name, at, script, " ".join(argv[:_wrapped(argv)[0]]))]
+    unset = [(text, name) for text, name in _expanded(script) if name in PLACEHOLDERS
+             and not _bound(name, script, " ".join(argv[:_wrapped(argv)[0]]))]
     if unset:
         text, name = unset[0]
         raise RecipeError(f"{flag}: {text} inside a {shell} -c script is the shell's variable {name}, which the "
@@ -369,8 +369,8 @@ _HEREDOC = re.compile(r"(?<!<)<<(?!<)(?P<strip>-?)[ \t]*(?P<word>(?:[^\s;&|()<>'
 _ARITHMETIC_NAME = re.compile(r"(?<![\w#${.@])[A-Za-z_]\w*")   # not 16#ff's ff, 0x1f's x1f, nor $x (read as $x)
 
 
-def _expanded(script: str, body: bool = False) -> list[tuple[int, str, str]]:
-    """The variables a shell script reads (where, text as written, name), as a shell reads them: ``$name``,
+def _expanded(script: str, body: bool = False) -> list[tuple[str, str]]:
+    """The variables a shell script reads (text as written, name), as a shell reads them: ``$name``,
     ``${name...}`` (not ``${name:-default}``, written for one that may be unset), a name in ``$((...))``; not inside
     single quotes (``'$out'`` is those four characters), not escaped (``\\$out``), not in a comment or a quoted
     here-document (``<<'EOF'``), the whole name (``$outdir`` is ``outdir``). ``body``: an unquoted here-document's
@@ -407,7 +407,7 @@ def _expanded(script: str, body: bool = False) -> list[tuple[int, str, str]]:
                         at = end + 1
                         break
                     if not quoted:
-                        found += [(at + where, text, name) for where, text, name in _expanded(line, body=True)]
+                        found += _expanded(line, body=True)
                     at = end + 1
             pending = []
         elif double and script.startswith("$(", at) and not script.startswith("$((", at):
@@ -427,31 +427,27 @@ def _expanded(script: str, body: bool = False) -> list[tuple[int, str, str]]:
                     break
             inside = script[at + 3:end - 2]
             if not re.search(r"[;\n]", inside):   # not $( (cd x; gen) ), a subshell in a command substitution
-                found += [(at, script[at:end], m[0]) for m in _ARITHMETIC_NAME.finditer(inside)]
+                found += [(script[at:end], m[0]) for m in _ARITHMETIC_NAME.finditer(inside)]
             at += 3
         elif char == "$" and (match := _VARIABLE.match(script, at)):
             name = match["braced"] or match["bare"]
             text = match[0] if match["bare"] else script[at:script.find("}", at) + 1 or len(script)]
-            found.append((at, text, name))
+            found.append((text, name))
             at = match.end()
         else:
             at += 2 if script.startswith("$$", at) else 1
     return found
 
 
-def _bound(name: str, at: int, script: str, before: str) -> bool:
-    """Whether the shell variable ``name`` that ``script`` reads at ``at`` is one the command sets: ``env`` before
-    the shell, or the script (``out="$1"``, ``out+=x``, ``local out=``, a loop's, ``read``'s, ``mapfile``'s or
-    ``printf -v``'s variable), before ``at`` where the script runs in its order (no function, no loop):
-    ``gen $out; out=$1`` read it empty."""
+def _bound(name: str, script: str, before: str) -> bool:
+    """Whether the shell variable ``name`` that ``script`` reads is one the command sets: ``env`` before the shell, or
+    the script anywhere (``out="$1"``, ``out+=x``, ``local out=``, ``${out:=$1}``, a loop's, ``read``'s,
+    ``mapfile``'s or ``printf -v``'s variable). Where in the script is not weighed: ``[ -n "$out" ] || out=$1`` reads
+    it before setting it on purpose, and a refusal must be true."""
     binding = re.compile(rf"(?<![^\s;&|(]){name}(?:\[[^]\s]*\])?\+?=|\b(?:for|select)[ \t]+{name}\b"
                          rf"|\b(?:read|getopts|mapfile|readarray)\b[^;&|\n]*[ \t]{name}\b"
-                         rf"|\bprintf\b[^;&|\n]*[ \t]-v[ \t]*{name}\b")
-    if binding.search(before):
-        return True
-    first = binding.search(script)
-    in_order = not re.search(r"\(\s*\)|\b(?:function|for|while|until|select)\b", script)
-    return first is not None and (not in_order or first.start() < at)
+                         rf"|\bprintf\b[^;&|\n]*[ \t]-v[ \t]*{name}\b|\$\{{{name}:?=")
+    return binding.search(before) is not None or binding.search(script) is not None
 
 
 def check_program(argv: Sequence[str]) -> None:
