@@ -987,6 +987,41 @@ def test_a_generator_folder_whose_git_config_holds_a_credential_is_refused_namin
     assert _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"] == "ro"
 
 
+@pytest.mark.parametrize("secret", [".git/hf_token", ".git/info/credentials.json", "repo.git/hf_token"])
+def test_a_file_named_for_a_secret_in_a_git_store_is_refused_but_its_branch_names_pass(
+        client: FakeDockerClient, tmp_path: Path, secret: str) -> None:
+    """review91: the walk skips .git, whose refs are branch names, so a token put in the store itself (.git/hf_token)
+    was mounted unchecked. Its names are checked outside the folders git names after branches, remotes, worktrees,
+    submodules and hashes: a real repository with a branch, a worktree and a remote named for a token passes."""
+    import subprocess
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "gen.py").write_text("x")
+
+    def git(*args: str, at: Path = folder) -> None:
+        subprocess.run(["git", "-C", str(at), "-c", "user.name=a", "-c", "user.email=a@b.c", *args], check=True,
+                       capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("add", "gen.py")
+    git("commit", "-q", "-m", "x")
+    for branch in ("token-fix", "secrets/api-key"):
+        git("branch", branch)
+    git("worktree", "add", "-q", str(tmp_path / "token-tree"), "-b", "credentials")
+    git("remote", "add", "token", "https://github.com/o/r")
+    git("clone", "-q", "--bare", str(folder), "repo.git")
+    git("branch", "token-loose", "main", at=folder / "repo.git")   # a loose ref, not in packed-refs
+    (folder / ".git" / "branches").mkdir(exist_ok=True)
+    (folder / ".git" / "branches" / "token").write_text("https://github.com/o/r\n")   # git's old remotes file
+    assert _mount_mode(tmp_path, client, folder) == "ro"
+    (folder / secret).parent.mkdir(exist_ok=True)
+    (folder / secret).write_text("hf_x")
+    assert _mount_refusal(client, tmp_path, "code", folder) == (
+        f"-g code: {folder} is not mounted into the generator's container (it holds {secret}, named for a secret); "
+        "name the files it needs, or put them in --generator-image")
+
+
 @pytest.mark.parametrize("mounted", ["project", "project/repo.git"])
 def test_a_bare_repository_whose_config_holds_a_credential_is_refused(client: FakeDockerClient, tmp_path: Path,
                                                                       mounted: str) -> None:

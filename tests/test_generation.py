@@ -1707,6 +1707,44 @@ def test_a_placeholder_written_as_a_variable_in_a_shell_script_is_refused_unless
     assert json.loads(out.read_text())["id"] == "t2v-000"
 
 
+@pytest.mark.parametrize(("script", "refused"), [
+    # a comment, a quoted here-document: text the shell never expands (refused, as if code)
+    ('gen "$1"  # $out is the rollout', None), ('# $out\ngen "$1"', None), ('gen "$1"#$out', "$out"),
+    ("cat <<'EOF' >log\n$out\nEOF\ngen \"$1\"", None), ('cat <<"EOF"\n$out\nEOF\ngen "$1"', None),
+    ('cat <<\\EOF\n$out\nEOF\ngen "$1"', None), ("cat <<-'EOF'\n\t$out\n\tEOF\ngen \"$1\"", None),
+    # an unquoted here-document expands, its quotes are text (it's hid the $out after it)
+    ("cat <<EOF\nit's $out\nEOF\ngen \"$1\"", "$out"), ("cat <<EOF\nit's\nEOF\ngen \"$1\" $out", "$out"),
+    ('gen "$1" <<< "$out"', "$out"),
+    # what reads the variable (passed), and what a script writes for one that may be unset (passes)
+    ('gen "$1" $((out + 1))', "$((out + 1))"), ('gen "$1" $((16#ff))', None), ('gen "$1" ${#out}', "${#out}"),
+    ('gen "$1" ${out%.mp4}', "${out%.mp4}"), ('gen "$1" ${out:0:3}', "${out:0:3}"), ('gen "$1" ${out[0]}', "${out[0]}"),
+    ('gen "$1" ${out:-/tmp/x.mp4}', None), ('gen "$1" ${out:+--out}', None), ('gen "$1" ${out-x}', None),
+    ('gen "$1" ${!out*}', None), ('gen "$1" ${x:-$out}', "$out"), ('gen "$1" "a ${out}"', "${out}"),
+    ('case $out in *.mp4) gen "$1";; esac', "$out"), ("echo \"$(echo '$out')\"; gen \"$1\"", None),
+    # what sets it (refused as never set): +=, an element, printf -v, mapfile, readarray
+    ('out+=$1; gen "$out"', None), ('out[0]=$1; gen "$out"', None), ('printf -v out %s "$1"; gen "$out"', None),
+    ('mapfile -t out <<< "$1"; gen "$out"', None), ('readarray out <<< "$1"; gen "$out"', None),
+    ('f() { local out=$1; gen $out; }; f "$1"', None), ('declare out="$1"; gen "$out"', None),
+    ('for out; do gen "$out"; done', None), ('read -a out <<< "$1"; gen "$out"', None),
+    # set anywhere in the script: read first on purpose ([ -n "$out" ] || out=$1), a default assigned, a function's
+    ('[ -n "$out" ] || out=$1; gen --out "$out"', None), ('test -z "$out" && out=$1; gen "$out"', None),
+    (': ${out:=$1}; gen "$out"', None), ('gen "${out=$1}"', None), ('f() { gen "$out"; }; out=$1; f', None)])
+def test_the_shell_variable_check_reads_a_script_as_the_shell_does(script: str, refused: str | None) -> None:
+    """review91: status88's scanner refused ``$out`` in a comment or a quoted here-document, an ``out+=``,
+    ``printf -v out`` or ``mapfile out`` script (all set it), and passed ``${#out}``, ``${out%.mp4}``,
+    ``$((out))`` and ``$out`` after an ``it's`` in a here-document (each read it empty). A binding anywhere in the
+    script counts: ``[ -n "$out" ] || out=$1`` reads it before setting it on purpose."""
+    from pinbench.ops.generation import command_argv
+
+    spec = f"command:bash -c {shlex.quote(script)} bash {{out}}"
+    if refused is None:
+        assert command_argv(spec)
+    else:
+        with pytest.raises(RecipeError, match=rf": {re.escape(refused)} inside a bash -c script is the shell's "
+                                              r"variable out, which the command never sets"):
+            command_argv(spec)
+
+
 @pytest.mark.parametrize("wrapped", [
     "sudo -E -u me bash -c '{gen}'", "sudo -Eu me --chdir /tmp A=1 -- bash -c '{gen}'", "nice -n 5 bash -c '{gen}'",
     "nice -n -5 bash -c '{gen}'", "nice -5 bash -c '{gen}'", "timeout 1h bash -c '{gen}'",

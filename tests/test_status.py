@@ -215,6 +215,38 @@ def test_a_started_shard_without_a_lock_is_what_slurm_says_of_its_job(tmp_path: 
     assert [s.process for s in run_status(tmp_path).shards][2] == "stopped"
 
 
+def test_a_shard_locked_on_another_host_is_what_slurm_says_once_its_job_ended(tmp_path: Path) -> None:
+    """review91: a started shard whose lock another host holds read "started" after Slurm said its job FAILED
+    (one with no manifest read Slurm's ended word); and, Slurm not asked or not reachable, a submitted shard with no
+    manifest read "not started" though its job may have been running it."""
+    from pinbench.core.rundir import LOCK_DIR, this_process
+
+    _layout(tmp_path)
+    append_submission(tmp_path, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                           checkpoint="c", mode="fixture", shards=3, container="none",
+                                           jobs=[{"phase": "shards", "sharded": True, "job_id": "7", "script": "x"}],
+                                           command="pinbench submit toy --shards 3"))
+    lock = tmp_path / LOCK_DIR / "shard-2-of-3.lock"
+    lock.parent.mkdir()
+    lock.write_text(json.dumps({**this_process(), "host": "another-node"}))
+
+    def process(state: str) -> str:
+        asked = ({"7": [slurm.JobState("7", 2, state, exit_code="1:0")]}, "")
+        return run_status(tmp_path, asked=asked).shards[2].process
+
+    assert process("RUNNING") == "started" and process("FAILED") == "stopped" and process("TIMEOUT") == "stopped"
+    assert run_status(tmp_path, ask_slurm=False).shards[2].process == "started"
+    # a shard whose job has written no manifest yet: not asked, it is not known not to be started
+    fresh = tmp_path / "fresh"
+    append_submission(fresh, Submission(submitted="2026-01-01T00:00:00+00:00", recipe="toy", recipe_version="1",
+                                        checkpoint="c", mode="fixture", shards=2, container="none",
+                                        jobs=[{"phase": "shards", "sharded": True, "job_id": "8", "script": "x"}],
+                                        command="pinbench submit toy --shards 2"))
+    assert [s.process for s in run_status(fresh, ask_slurm=False).shards] == ["no manifest (Slurm not asked)"] * 2
+    assert [s.process for s in run_status(fresh, asked=({"8": [slurm.JobState("8", 0, "PENDING")]}, "")).shards] == [
+        "not started", "unknown"]
+
+
 def test_plain_status_exits_0_while_a_shard_run_by_hand_is_running(tmp_path: Path) -> None:
     """Shards run by hand (no Slurm) hold their own locks, not run.lock: plain ``status`` exited 2 while one still
     ran, as for a run that had ended partial (review70). A shard's lock another host holds is not known live."""

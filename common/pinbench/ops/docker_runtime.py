@@ -436,6 +436,25 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
     return found + logs
 
 
+# a git store's folders whose names git takes from branches, remotes, worktrees, submodules or hashes
+# (refs/heads/token-fix, logs/refs/..., worktrees/NAME/, modules/NAME/, branches/REMOTE), or LFS's objects
+_GIT_NAMED_BY_USERS = frozenset({"refs", "logs", "worktrees", "modules", "branches", "objects", "rr-cache", "lfs"})
+
+
+def _git_secret_names(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
+                      counted: Callable[[int], None]) -> list[str]:
+    """The files and folders of git store ``git_dir`` named for a secret (.git/hf_token was mounted unchecked: the
+    walk skips .git), outside the folders ``_GIT_NAMED_BY_USERS``, whose names are a branch's (token-fix) or a hash.
+    The names walked are ``counted``."""
+    found = []
+    for top, folders, files in _walk(git_dir, refuse, source):
+        if top == git_dir:
+            folders[:] = [name for name in folders if name not in _GIT_NAMED_BY_USERS]
+        counted(len(folders) + len(files))
+        found += [os.path.join(top, name) for name in sorted(folders + files) if is_secret_file(name)]
+    return found
+
+
 def _public_folder(top: str, name: str, files: list[str]) -> bool:
     """Whether the walk skips folder ``name`` in ``top`` (``_secret_inside``): git's store, whose refs are branch names
     (fix-token-refresh), or npm's installed packages (node_modules beside a package.json: a user's own folder so
@@ -481,6 +500,11 @@ def _secret_inside(source: Path, refuse: Callable[[str], NoReturn]) -> str | Non
         held = (path for git in gits for path in _git_files(git, source, refuse, counted))
         if (config := next((path for path in held if holds_secret(_head(path))), None)) is not None:
             return f"its {shown_name(os.path.relpath(config, source))} holds a credential"
+        if (stored := next((path for git in gits for path in _git_secret_names(git, source, refuse, counted)),
+                           None)) is not None:
+            return f"it holds {shown_name(os.path.relpath(stored, source))}, named for a secret"
+        if top in gits:   # a bare repository, walked just now: its refs/heads/token-fix is a branch's name
+            folders[:] = []
         hashed, named = _package_files(top, folders, source, refuse)
         listed.update(hashed)
         unhashed.update(named)

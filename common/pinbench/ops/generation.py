@@ -218,9 +218,7 @@ def command_argv(spec: str) -> list[str]:
     # bash -c 'gen --out ${out}': the shell's own variable, passed as written, which no one set: the shell read it
     # empty (one the script or env sets, out="$1", or a loop or read binds, for out in "$@", is the script's own)
     unset = [(text, name) for text, name in _expanded(script) if name in PLACEHOLDERS
-             and not re.search(rf"(?<![^\s;&|(]){name}=|\b(?:for|select)[ \t]+{name}\b"
-                               rf"|\b(?:read|getopts)\b[^;&|\n]*[ \t]{name}\b",
-                               " ".join([*argv[:_wrapped(argv)[0]], script]))]
+             and not _bound(name, script, " ".join(argv[:_wrapped(argv)[0]]))]
     if unset:
         text, name = unset[0]
         raise RecipeError(f"{flag}: {text} inside a {shell} -c script is the shell's variable {name}, which the "
@@ -364,32 +362,92 @@ def _shell_script(argv: Sequence[str]) -> tuple[str, str] | None:
     return None
 
 
-_VARIABLE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_]\w*)\}|(?P<bare>[A-Za-z_]\w*))")
+# $name, and ${name} or ${#name}, ${name%x}, ${name:0:3}, ${name[0]} (which read it), not ${name:-x}, ${name+x}
+# (which a script writes for a variable that may be unset)
+_VARIABLE = re.compile(r"\$(?:\{#?(?P<braced>[A-Za-z_]\w*)(?=[}%#/^,@[]|:(?![-=?+]))|(?P<bare>[A-Za-z_]\w*))")
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)(?P<strip>-?)[ \t]*(?P<word>(?:[^\s;&|()<>'\"\\]|\\.|'[^']*'|\"[^\"]*\")+)")
+_ARITHMETIC_NAME = re.compile(r"(?<![\w#${.@])[A-Za-z_]\w*")   # not 16#ff's ff, 0x1f's x1f, nor $x (read as $x)
 
 
-def _expanded(script: str) -> list[tuple[str, str]]:
-    """The variables a shell script expands, ``$name`` and ``${name}`` (text as written, name), as a shell reads
-    them: not inside single quotes (``'$out'`` is those four characters), not escaped (``\\$out``), the whole
-    name (``$outdir`` is ``outdir``). Comments and here-documents are read as code."""
-    found, at, double = [], 0, False
+def _expanded(script: str, body: bool = False) -> list[tuple[str, str]]:
+    """The variables a shell script reads (text as written, name), as a shell reads them: ``$name``,
+    ``${name...}`` (not ``${name:-default}``, written for one that may be unset), a name in ``$((...))``; not inside
+    single quotes (``'$out'`` is those four characters), not escaped (``\\$out``), not in a comment or a quoted
+    here-document (``<<'EOF'``), the whole name (``$outdir`` is ``outdir``). ``body``: an unquoted here-document's
+    text, where quotes and ``#`` are characters."""
+    found, at, double, pending = [], 0, False, []
+    outer: list[list[Any]] = []   # each $( inside double quotes: whether the quotes were open, its ( depth
     while at < len(script):
         char = script[at]
+        code = not double and not body
         if char == "\\":
             at += 2
-        elif char == "'" and not double:   # to the closing quote ($'...' too, whose \' does not close it)
+        elif char == "'" and code:   # to the closing quote ($'...' too, whose \' does not close it)
             ansi = script[at - 1:at] == "$"
             at += 1
             while at < len(script) and script[at] != "'":
                 at += 2 if ansi and script[at] == "\\" else 1
             at += 1
-        elif char == '"':
+        elif char == '"' and not body:
             double, at = not double, at + 1
+        elif char == "#" and code and script[at - 1:at] in ("", " ", "\t", "\n", ";", "&", "|", "(", ")"):
+            at = script.find("\n", at) if "\n" in script[at:] else len(script)   # a comment, to its line's end
+        elif code and (heredoc := _HEREDOC.match(script, at)):
+            word = heredoc["word"]
+            quoted = any(q in word for q in "'\"\\")
+            pending.append((re.sub(r"\\(.)|['\"]", r"\1", word), quoted, bool(heredoc["strip"])))
+            at = heredoc.end()
+        elif char == "\n" and code and pending:   # the here-documents begin on the next line, in their order
+            at += 1
+            for delimiter, quoted, strip in pending:
+                while at < len(script):
+                    end = script.find("\n", at) if "\n" in script[at:] else len(script)
+                    line = script[at:end]
+                    if (line.lstrip("\t") if strip else line) == delimiter:
+                        at = end + 1
+                        break
+                    if not quoted:
+                        found += _expanded(line, body=True)
+                    at = end + 1
+            pending = []
+        elif double and script.startswith("$(", at) and not script.startswith("$((", at):
+            outer.append([double, 0])   # code of its own: "$(echo '$out')" is text
+            double, at = False, at + 2
+        elif outer and code and char in "()":
+            outer[-1][1] += 1 if char == "(" else -1
+            if outer[-1][1] < 0:
+                double = outer.pop()[0]
+            at += 1
+        elif script.startswith("$((", at):
+            depth, end = 0, at + 1
+            while end < len(script):
+                depth += {"(": 1, ")": -1}.get(script[end], 0)
+                end += 1
+                if depth == 0:
+                    break
+            inside = script[at + 3:end - 2]
+            if not re.search(r"[;\n]", inside):   # not $( (cd x; gen) ), a subshell in a command substitution
+                found += [(script[at:end], m[0]) for m in _ARITHMETIC_NAME.finditer(inside)]
+            at += 3
         elif char == "$" and (match := _VARIABLE.match(script, at)):
-            found.append((match[0], match["braced"] or match["bare"]))
+            name = match["braced"] or match["bare"]
+            text = match[0] if match["bare"] else script[at:script.find("}", at) + 1 or len(script)]
+            found.append((text, name))
             at = match.end()
         else:
             at += 2 if script.startswith("$$", at) else 1
     return found
+
+
+def _bound(name: str, script: str, before: str) -> bool:
+    """Whether the shell variable ``name`` that ``script`` reads is one the command sets: ``env`` before the shell, or
+    the script anywhere (``out="$1"``, ``out+=x``, ``local out=``, ``${out:=$1}``, a loop's, ``read``'s,
+    ``mapfile``'s or ``printf -v``'s variable). Where in the script is not weighed: ``[ -n "$out" ] || out=$1`` reads
+    it before setting it on purpose, and a refusal must be true."""
+    binding = re.compile(rf"(?<![^\s;&|(]){name}(?:\[[^]\s]*\])?\+?=|\b(?:for|select)[ \t]+{name}\b"
+                         rf"|\b(?:read|getopts|mapfile|readarray)\b[^;&|\n]*[ \t]{name}\b"
+                         rf"|\bprintf\b[^;&|\n]*[ \t]-v[ \t]*{name}\b|\$\{{{name}:?=")
+    return binding.search(before) is not None or binding.search(script) is not None
 
 
 def check_program(argv: Sequence[str]) -> None:

@@ -84,8 +84,10 @@ class ShardStatus:
             if self.host is not None and (self.slurm is None or not self.slurm.ended):
                 return f"locked on host {printable(self.host)}"
             return "running" if self.running else self._without_manifest()
-        if self.running is not False:
-            return "started" if self.running is None else "running"
+        if self.running:
+            return "running"
+        if self.running is None:   # a lock on another host, not checked from here: Slurm's word that its job ended
+            return "stopped" if self.slurm is not None and self.slurm.ended else "started"
         # no live lock here: its job may still run (a lock on a node-local disk, or removed by hand), and Slurm's
         # word says whether it does; "stopped" beside a RUNNING job, or of a job no one asked, said it had ended
         job = self.slurm
@@ -97,6 +99,8 @@ class ShardStatus:
         """What Slurm's state says of a shard that wrote no manifest: CameraBench's array has no per-sample step,
         and its COMPLETED tasks read "not started"; a task Slurm no longer lists is not known to be anything."""
         job = self.slurm
+        if job is None and self.unheard:   # its job may be running, or preparing it: not known to be "not started"
+            return f"no manifest ({self.unheard})"
         if job is None or job.state == "PENDING":
             return "not started"
         if job.never_ran:
