@@ -987,12 +987,16 @@ def test_a_generator_folder_whose_git_config_holds_a_credential_is_refused_namin
     assert _generate_call(recipe, cfg, client)["volumes"][str(folder)]["mode"] == "ro"
 
 
-@pytest.mark.parametrize("secret", [".git/hf_token", ".git/info/credentials.json", "repo.git/hf_token"])
+@pytest.mark.parametrize("secret", [".git/hf_token", ".git/info/credentials.json", "repo.git/hf_token",
+                                    ".git/modules/secrets/hf_token", ".git/worktrees/token-tree/hf_token",
+                                    ".git/modules/secrets/info/credentials.json"])
 def test_a_file_named_for_a_secret_in_a_git_store_is_refused_but_its_branch_names_pass(
         client: FakeDockerClient, tmp_path: Path, secret: str) -> None:
     """review91: the walk skips .git, whose refs are branch names, so a token put in the store itself (.git/hf_token)
     was mounted unchecked. Its names are checked outside the folders git names after branches, remotes, worktrees,
-    submodules and hashes: a real repository with a branch, a worktree and a remote named for a token passes."""
+    submodules and hashes: a real repository with a branch, a worktree and a remote named for a token passes.
+    review93: the stores of its submodules and worktrees (.git/modules/NAME/, .git/worktrees/NAME/) were not checked,
+    and git's remotes/ and git-svn's svn/, named after remotes and branches, were refused."""
     import subprocess
 
     folder = tmp_path / "project"
@@ -1014,6 +1018,12 @@ def test_a_file_named_for_a_secret_in_a_git_store_is_refused_but_its_branch_name
     git("branch", "token-loose", "main", at=folder / "repo.git")   # a loose ref, not in packed-refs
     (folder / ".git" / "branches").mkdir(exist_ok=True)
     (folder / ".git" / "branches" / "token").write_text("https://github.com/o/r\n")   # git's old remotes file
+    (folder / ".git" / "remotes").mkdir()   # git's older remotes file, and git-svn's refs: names of remotes, branches
+    (folder / ".git" / "remotes" / "token").write_text("URL: https://github.com/o/r\n")
+    (folder / ".git" / "svn" / "refs" / "remotes" / "token-fix").mkdir(parents=True)
+    (folder / ".git" / "svn" / "refs" / "remotes" / "token-fix" / "index").write_text("x")
+    (folder / ".git" / "modules" / "secrets").mkdir(parents=True)   # a submodule's store, named for it
+    (folder / ".git" / "modules" / "secrets" / "HEAD").write_text("ref: refs/heads/main\n")
     assert _mount_mode(tmp_path, client, folder) == "ro"
     (folder / secret).parent.mkdir(exist_ok=True)
     (folder / secret).write_text("hf_x")

@@ -452,8 +452,9 @@ def _asgi_get(app, path: str, method: str = "GET", **headers: str) -> tuple[int,
     async def send(message: dict) -> None:
         sent.append(message)
 
+    path, _, query = path.partition("?")
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": query.encode(),
              "server": ("127.0.0.1", 8123), "client": ("127.0.0.1", 50000),
              "headers": [(k.encode(), v.encode()) for k, v in {"host": "127.0.0.1:8123", **headers}.items()]}
     asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
@@ -706,6 +707,29 @@ def test_a_server_shows_a_rewritten_scorecard_on_the_next_page_load(runs, tmp_pa
     card["samples"]["n_expected"] = first["runs"][0]["n_expected"]
     (run / "scorecard.json").write_text(json.dumps(card))
     assert json.loads(_asgi_get(app, f"/{token}/api/summary")[1]) == first
+
+
+def test_a_sample_page_loaded_before_a_rerun_gets_the_sample_it_names_not_the_one_now_at_its_index(
+        tmp_path: Path) -> None:
+    """review93: the page asks for a sample by its index in the table it loaded; a rerun under the server that added
+    or dropped a sample moved the others, and the page of "b" showed the sample now at b's index. The page names the
+    id too: it gets that sample wherever it is now, or a line saying it is gone."""
+    from pinbench.ops.view import build_app
+
+    ids = ["a", "b", "c"]
+
+    def current() -> types.SimpleNamespace:
+        return types.SimpleNamespace(ids=list(ids), position={i: n for n, i in enumerate(ids)},
+                                     sample=lambda index, media: {"id": ids[index]})
+    token = "t" * 43
+    app = build_app(current, MediaStore(tmp_path / "previews"), token, 8123)
+    assert json.loads(_asgi_get(app, f"/{token}/api/sample/1?id=b")[1]) == {"id": "b"}
+    ids.remove("a")   # the rerun: "b" is now #0, and #1 is "c"
+    assert json.loads(_asgi_get(app, f"/{token}/api/sample/1?id=b")[1]) == {"id": "b"}
+    ids.remove("b")
+    status, body, _ = _asgi_get(app, f"/{token}/api/sample/1?id=b")
+    assert (status, json.loads(body)) == (404, {"error": "no sample 'b' in these runs now (they changed since this "
+                                                         "page was loaded: reload it)"})
 
 
 def test_a_video_deleted_after_its_sample_was_opened_is_said_gone_by_its_name_in_the_run(tmp_path: Path) -> None:

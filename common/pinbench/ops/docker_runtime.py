@@ -436,22 +436,36 @@ def _git_files(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
     return found + logs
 
 
-# a git store's folders whose names git takes from branches, remotes, worktrees, submodules or hashes
-# (refs/heads/token-fix, logs/refs/..., worktrees/NAME/, modules/NAME/, branches/REMOTE), or LFS's objects
-_GIT_NAMED_BY_USERS = frozenset({"refs", "logs", "worktrees", "modules", "branches", "objects", "rr-cache", "lfs"})
+# a git store's folders whose names git takes from branches, remotes or hashes (refs/heads/token-fix, logs/refs/...,
+# branches/REMOTE, remotes/REMOTE, git-svn's svn/refs/remotes/BRANCH), or LFS's objects
+_GIT_NAMED_BY_USERS = frozenset({"refs", "logs", "branches", "remotes", "svn", "objects", "rr-cache", "lfs"})
+# a git store's folders of the stores of its submodules and linked worktrees, each named for one (modules/NAME/, a
+# NAME with a slash too; worktrees/NAME/)
+_GIT_STORES = ("modules", "worktrees")
 
 
 def _git_secret_names(git_dir: str, source: Path, refuse: Callable[[str], NoReturn],
                       counted: Callable[[int], None]) -> list[str]:
-    """The files and folders of git store ``git_dir`` named for a secret (.git/hf_token was mounted unchecked: the
-    walk skips .git), outside the folders ``_GIT_NAMED_BY_USERS``, whose names are a branch's (token-fix) or a hash.
-    The names walked are ``counted``."""
-    found = []
+    """The files and folders of git store ``git_dir`` and of its submodules' and worktrees' stores named for a
+    secret (.git/hf_token and .git/modules/sub/hf_token were mounted unchecked: the walk skips .git), outside the
+    folders ``_GIT_NAMED_BY_USERS``, whose names are a branch's (token-fix) or a hash, and but for the names of
+    submodules and worktrees (``_GIT_STORES``). The names walked are ``counted``, but for those ``_git_files``
+    counted (its walk of modules/ and worktrees/, which leaves out a store's hooks/ and info/)."""
+    found, named = [], set()   # named: a folder under modules/ or worktrees/ above a store, its name a submodule's
+    walked = {os.path.join(git_dir, name) for name in _GIT_STORES}   # the folders whose names _git_files counted
     for top, folders, files in _walk(git_dir, refuse, source):
-        if top == git_dir:
+        store = top == git_dir or top in named and ("HEAD" in files or "config" in files or "logs" in folders)
+        if store:   # as _git_files tells one
             folders[:] = [name for name in folders if name not in _GIT_NAMED_BY_USERS]
-        counted(len(folders) + len(files))
-        found += [os.path.join(top, name) for name in sorted(folders + files) if is_secret_file(name)]
+            named.update(os.path.join(top, name) for name in folders if name in _GIT_STORES)
+        elif top in named:
+            named.update(os.path.join(top, name) for name in folders)
+        if top in walked:
+            walked.update(os.path.join(top, name) for name in folders if not store or name not in ("hooks", "info"))
+        else:
+            counted(len(files) + sum(os.path.join(top, name) not in walked for name in folders))
+        found += [os.path.join(top, name) for name in sorted(folders + files)
+                  if is_secret_file(name) and os.path.join(top, name) not in named]
     return found
 
 

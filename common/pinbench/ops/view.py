@@ -231,6 +231,12 @@ def build_app(current: Callable[[], View], media: MediaStore, token: str, port: 
             view = await localweb.in_daemon_thread(current)
         except ViewError as exc:
             return JSONResponse({"error": str(exc)}, 500, headers=no_store)
+        # the page names the id it took from its table: a rerun under the server may have moved it, or dropped it
+        if (asked := request.query_params.get("id")) is not None:
+            if asked not in view.position:
+                return JSONResponse({"error": f"no sample {asked!r} in these runs now (they changed since this page "
+                                              "was loaded: reload it)"}, 404, headers=no_store)
+            index = view.position[asked]
         if not 0 <= index < len(view.ids):
             return JSONResponse({"error": f"no sample #{index} (there are {len(view.ids)})"}, 404)
         data = await localweb.in_daemon_thread(view.sample, index, media.describe)
