@@ -9,6 +9,7 @@ file://, and the 11,222-sample CameraBench view's time to show its table (printe
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import errno
 import http.client
@@ -452,8 +453,9 @@ def _asgi_get(app, path: str, method: str = "GET", **headers: str) -> tuple[int,
     async def send(message: dict) -> None:
         sent.append(message)
 
+    path, _, query = path.partition("?")
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": query.encode(),
              "server": ("127.0.0.1", 8123), "client": ("127.0.0.1", 50000),
              "headers": [(k.encode(), v.encode()) for k, v in {"host": "127.0.0.1:8123", **headers}.items()]}
     asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
@@ -706,6 +708,33 @@ def test_a_server_shows_a_rewritten_scorecard_on_the_next_page_load(runs, tmp_pa
     card["samples"]["n_expected"] = first["runs"][0]["n_expected"]
     (run / "scorecard.json").write_text(json.dumps(card))
     assert json.loads(_asgi_get(app, f"/{token}/api/summary")[1]) == first
+
+
+def test_a_page_loaded_before_the_runs_changed_gets_the_sample_it_names_not_the_one_now_at_its_index(
+        runs, tmp_path: Path) -> None:
+    """The page asked ``api/sample/<index>`` by the index a sample had when the page loaded: once the server's view
+    was made again with other samples (a rerun's scorecard.json), it got whichever sample sat there now, its media
+    under another's row. The page names the id too, and the id decides."""
+    from urllib.parse import quote
+
+    from pinbench.ops.view import build_app
+    from pinbench.results.view import view_of
+
+    run = Path(shutil.copytree(runs["dd"], tmp_path / "dd"))
+    before = view_of((run,))
+    after = copy.copy(before)   # the same runs, their samples now in another order (as after a rerun)
+    after.ids = before.ids[::-1]
+    after.position = {sample_id: i for i, sample_id in enumerate(after.ids)}
+    views = [before]
+    app = build_app(lambda: views[0], MediaStore(tmp_path / "previews"), "t" * 43, 8123)
+    first = before.ids[0]
+    assert json.loads(_asgi_get(app, f"/{'t' * 43}/api/sample/0?id={quote(first)}")[1])["id"] == first
+    views[0] = after
+    assert after.ids[0] != first
+    assert json.loads(_asgi_get(app, f"/{'t' * 43}/api/sample/0?id={quote(first)}")[1])["id"] == first
+    status, body, _ = _asgi_get(app, f"/{'t' * 43}/api/sample/0?id=gone%2F..")
+    assert status == 404 and json.loads(body)["error"] == ("no sample gone/.. in these runs now (they changed since "
+                                                           "the page was loaded: reload it)")
 
 
 def test_a_video_deleted_after_its_sample_was_opened_is_said_gone_by_its_name_in_the_run(tmp_path: Path) -> None:

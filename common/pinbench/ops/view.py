@@ -231,6 +231,13 @@ def build_app(current: Callable[[], View], media: MediaStore, token: str, port: 
             view = await localweb.in_daemon_thread(current)
         except ViewError as exc:
             return JSONResponse({"error": str(exc)}, 500, headers=no_store)
+        asked = request.query_params.get("id")
+        if asked is not None and not (0 <= index < len(view.ids) and view.ids[index] == asked):
+            # a page loaded before the runs changed asks by the index the sample had then: its id decides
+            if asked not in view.position:
+                return JSONResponse({"error": f"no sample {asked} in these runs now (they changed since the page "
+                                              "was loaded: reload it)"}, 404, headers=no_store)
+            index = view.position[asked]
         if not 0 <= index < len(view.ids):
             return JSONResponse({"error": f"no sample #{index} (there are {len(view.ids)})"}, 404)
         data = await localweb.in_daemon_thread(view.sample, index, media.describe)

@@ -25,9 +25,11 @@
       document.head.appendChild(tag);
     });
   }
-  function load(what, index) {
+  function load(what, index, id) {
     if (MODE !== "bundle") {
-      const url = what === "sample" ? "api/sample/" + index : "api/" + what;
+      // a sample is asked by its index and its id: the server answers by the id, so a page loaded before the runs
+      // changed never shows the sample that now sits at that index under another's row
+      const url = what === "sample" ? "api/sample/" + index + "?id=" + encodeURIComponent(id) : "api/" + what;
       return fetch(url).then(function (r) {
         return r.ok ? r.json() : r.text().then(function (t) { throw new Error(url + ": " + r.status + " " + t); });
       });
@@ -422,7 +424,8 @@
     const index = positions.get(r.id);
     if (index === undefined) { main.replaceChildren(el("p", {class: "warn", text: "no sample " + r.id + " in these runs"})); setStatus("ready", "no such sample"); return; }
     setStatus("loading", "loading " + r.id + "…");
-    return load("sample", index).then(function (data) {
+    return load("sample", index, r.id).then(function (data) {
+      if (data.id !== r.id) throw new Error("asked for sample " + r.id + ", got " + data.id + ": reload the page");
       const ord = order(r.params), at = ord.indexOf(index);
       const nav = el("p", null, el("a", {href: link("/", r.params), text: "◀ all samples"}), " · ",
         at > 0 ? el("a", {id: "prev", href: sampleLink(table.ids[ord[at - 1]], r.params), text: "previous"}) : "previous", " · ",
