@@ -7,6 +7,7 @@ import platform
 import subprocess
 import sys
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,6 @@ from pinbench.media import ssim as ssim_mod  # noqa: E402
 from pinbench.media import ssim_numba as numba_mod  # noqa: E402
 from pinbench.media.ssim import make_window, ssim_map, ssim_mean  # noqa: E402
 from pinbench.media.ssim_numba import consecutive_ssim  # noqa: E402
-from pinbench.media.ssim_torch import consecutive_ssim_torch  # noqa: E402
 
 # Means (the values the recipes report): float64 on both sides, scikit-image's expression order; OpenCV's and
 # scipy's window filters differ by rounding only.
@@ -30,6 +30,15 @@ TOL = 1e-12
 # magnifies in flat regions (one pixel of `realish` is 1.1e-12 from the exact value in scikit-image, 6e-14
 # here; see test_map_pixels_equal_exact_rational_arithmetic).
 PIXEL_TOL = 1e-11
+
+
+def _torch_kernel() -> Any:
+    """``consecutive_ssim_torch``, its test skipped, saying why, where torch does not import: MIND's image has none,
+    and its import at this file's top stopped the whole file in a collection error there."""
+    pytest.importorskip("torch", reason="pinbench.media.ssim_torch needs torch, not installed here")
+    from pinbench.media.ssim_torch import consecutive_ssim_torch
+
+    return consecutive_ssim_torch
 
 
 def _noisy_pair(rng: np.random.Generator, shape: tuple[int, ...],
@@ -126,15 +135,25 @@ def test_bad_window_settings(kwargs, message):
         make_window(**kwargs)
 
 
+@pytest.mark.parametrize("kernel", ["numba", "mean", "torch"])
 @pytest.mark.parametrize("window", [{"win_size": 1}, {"window": "gaussian", "sigma": 0.1}])
-def test_a_one_pixel_window_has_no_sample_covariance(window):
+def test_a_one_pixel_window_has_no_sample_covariance(window, kernel):
     """NP / (NP - 1) with NP = 1 was a bare ZeroDivisionError in every kernel; without the correction it scores."""
     frames = np.random.default_rng(12).integers(0, 256, (3, 16, 16), dtype=np.uint8)
-    for score in (lambda **k: consecutive_ssim(frames, **k), lambda **k: ssim_mean(frames[:2], frames[1:], **k),
-                  lambda **k: consecutive_ssim_torch(frames, device="cpu", **k)):
-        with pytest.raises(ValueError, match="1-pixel window has no sample covariance"):
-            score(data_range=255, **window)
-        assert np.isfinite(score(data_range=255, **window, use_sample_covariance=False)).all()
+    if kernel == "torch":
+        on_torch = _torch_kernel()
+
+        def score(**k):
+            return on_torch(frames, device="cpu", **k)
+    elif kernel == "mean":
+        def score(**k):
+            return ssim_mean(frames[:2], frames[1:], **k)
+    else:
+        def score(**k):
+            return consecutive_ssim(frames, **k)
+    with pytest.raises(ValueError, match="1-pixel window has no sample covariance"):
+        score(data_range=255, **window)
+    assert np.isfinite(score(data_range=255, **window, use_sample_covariance=False)).all()
 
 
 def test_shape_and_range_errors():
@@ -253,6 +272,7 @@ def test_a_stream_refuses_a_frame_unlike_the_first_and_a_result_before_two():
 
 def test_consecutive_frames_in_torch_equal_the_cpu_kernel(synthetic_frames):
     """The device implementation on CPU, chunked (one frame of overlap); GPU CI runs it on CUDA below."""
+    consecutive_ssim_torch = _torch_kernel()
     gray = synthetic_frames(11, height=40, width=52, seed=7)[..., 0]
     settings = {"data_range": 255, "window": "gaussian", "use_sample_covariance": False}
     cpu = consecutive_ssim(gray, **settings)
@@ -267,7 +287,9 @@ def test_consecutive_frames_in_torch_equal_the_cpu_kernel(synthetic_frames):
 
 @pytest.mark.gpu
 def test_consecutive_frames_on_cuda_equal_the_cpu_kernel(synthetic_frames):  # pragma: no cover - GPU CI
-    torch = pytest.importorskip("torch")
+    consecutive_ssim_torch = _torch_kernel()
+    import torch
+
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     gray = synthetic_frames(33, height=768, width=1376, seed=9)[..., 0]
@@ -282,10 +304,17 @@ def test_consecutive_frames_refuse_what_they_cannot_score():
                          (frames.astype(complex), "real-valued")]:
         with pytest.raises(ValueError, match=message):
             consecutive_ssim(bad, data_range=255)
-        with pytest.raises(ValueError, match=message):
-            consecutive_ssim_torch(bad, data_range=255, device="cpu")
     with pytest.raises(ValueError, match=r"got frame shape \(16, 16, 0\)"):   # no channel: nan, unsaid
         consecutive_ssim(np.zeros((3, 16, 16, 0), np.uint8), data_range=255)
+
+
+def test_consecutive_frames_in_torch_refuse_what_they_cannot_score():
+    consecutive_ssim_torch = _torch_kernel()
+    frames = np.zeros((3, 16, 16), np.uint8)
+    for bad, message in [(frames[:1], "T >= 2"), (frames[0], "T >= 2"), (frames[:, :5, :5], "smaller than"),
+                         (frames.astype(complex), "real-valued")]:
+        with pytest.raises(ValueError, match=message):
+            consecutive_ssim_torch(bad, data_range=255, device="cpu")
 
 
 @pytest.mark.parametrize("data_range", [0.0, -1.0, float("nan"), float("inf")])
@@ -295,6 +324,12 @@ def test_a_data_range_that_is_not_positive_and_finite_is_refused(data_range):
         ssim_mean(frames[:2], frames[1:], data_range=np.array([255.0, data_range]))
     with pytest.raises(ValueError, match="data_range must be positive and finite"):
         consecutive_ssim(frames, data_range=data_range)
+
+
+@pytest.mark.parametrize("data_range", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_data_range_that_is_not_positive_and_finite_is_refused_in_torch(data_range):
+    consecutive_ssim_torch = _torch_kernel()
+    frames = np.random.default_rng(10).integers(0, 256, (3, 16, 16), dtype=np.uint8)
     with pytest.raises(ValueError, match="data_range must be positive and finite"):
         consecutive_ssim_torch(frames, data_range=data_range, device="cpu")
 

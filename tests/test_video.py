@@ -52,17 +52,25 @@ def needs(*backends: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(missing), reason="; ".join(missing))
 
 
-@pytest.mark.parametrize("hidden", ["cv2", "decord"])
-def test_the_video_tests_skip_where_opencv_or_decord_does_not_import(hidden: str) -> None:
-    """CameraBench's image has no OpenCV, MIND's no decord: there test_ssim.py and test_bench_kernels.py stopped in a
-    collection error (``import cv2`` at their top) rather than skipped (mounts86). Collected in a process where the
-    module does not import, every file is collected or skipped, none an error."""
+@pytest.mark.parametrize("hidden", ["cv2", "decord", "torch"])
+def test_the_video_tests_skip_where_opencv_decord_or_torch_does_not_import(hidden: str) -> None:
+    """CameraBench's image has no OpenCV, MIND's no decord and no torch: there test_ssim.py and test_bench_kernels.py
+    stopped in a collection error (``import cv2``, ``pinbench.media.ssim_torch`` at their top) rather than skipped
+    (mounts86). Collected in a process where the module does not import, every file is collected or skipped, none an
+    error; without torch, test_ssim.py's torch tests skip, saying why."""
     files = ["tests/test_video.py", "tests/test_ssim.py", "tests/test_bench_kernels.py"]
     code = (f"import sys; sys.modules[{hidden!r}] = None; import pytest; "
             f"sys.exit(pytest.main(['-q', '--collect-only', '-p', 'no:randomly', '-p', 'no:cacheprovider', *{files}]))")
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0 and " error" not in done.stdout, done.stdout[-3000:]
+    if hidden == "torch":
+        code = ("import sys; sys.modules['torch'] = None; import pytest; sys.exit(pytest.main(['-q', '-rs', '-k', "
+                "'torch', '-p', 'no:randomly', '-p', 'no:cacheprovider', 'tests/test_ssim.py']))")
+        done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0 and " passed" not in done.stdout, done.stdout[-3000:]
+        assert "needs torch, not installed here" in done.stdout and " skipped" in done.stdout, done.stdout[-3000:]
 
 
 def each(*backends: str) -> list[Any]:
