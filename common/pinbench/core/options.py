@@ -153,7 +153,8 @@ class OptionSpec:
         if not value:
             raise OptionError(f"{where}: empty value")
         if self.choices and value not in self.choices:
-            raise OptionError(f"{where}: {value!r} is not one of {', '.join(self.choices)}")
+            raise OptionError(f"{where}: {value!r} is not one of {', '.join(self.choices)}"
+                              f"{did_you_mean(value, self.choices)}")
         if self.pattern is not None and not re.fullmatch(self.pattern, value):
             raise OptionError(f"{where}: {value!r} does not match {self.pattern} ({self.help})")
         if self.type == "path":
