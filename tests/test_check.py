@@ -406,6 +406,10 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
         assert str(again.value) == str(status.value) and check_run(empty).problems == [str(status.value)]
     (empty / "pinbench-run.json").write_text("{}")   # claimed by a run: its scorecard is awaited
     assert check_run(empty).problems[0].startswith(f"{empty / 'scorecard.json'}: file not found")
+    (tmp_path / "runs" / "dynamic-degree" / "my-model").mkdir(parents=True)   # a mistyped recipe names the run meant
+    mistyped = tmp_path / "runs" / "dynamic-degre" / "my-model"
+    assert check_run(mistyped).problems == [f"{mistyped}: not a run directory (no such directory) (did you mean "
+                                            f"'{tmp_path / 'runs' / 'dynamic-degree' / 'my-model'}'?)"]
 
 
 def test_the_cli_exit_codes(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -106,6 +106,7 @@ def test_options_come_from_the_command_line_then_the_environment_then_the_defaul
     ({"colour": "red"}, {}, "unknown option(s) colour for toy-bench; known: mode, videos, n"),
     ({"mode": "medium"}, {}, "-o mode: 'medium' is not one of fast, slow"),
     ({}, {"TOY_MODE": "medium"}, "$TOY_MODE (option mode): 'medium' is not one of fast, slow"),
+    ({"mode": "slwo"}, {}, "-o mode: 'slwo' is not one of fast, slow (did you mean 'slow'?)"),   # as an option's name
     ({"n": "0"}, {}, "-o n: 0 is below the minimum 1"),
     ({"n": "two"}, {}, "-o n: 'two' is not an integer"),
     ({"videos": " "}, {}, "-o videos: empty value"),

@@ -191,9 +191,14 @@ def test_a_mistyped_folder_names_the_folder_beside_it(tmp_path: Path) -> None:
     (tmp_path / "my_vidoes.txt").write_text("")   # a file is no folder to suggest
     with pytest.raises(RecipeError) as info:
         list_inputs(tmp_path / "my_vidoes")
-    assert str(info.value) == f"{tmp_path / 'my_vidoes'}: videos directory not found (did you mean 'my_videos'?)"
-    with pytest.raises(RecipeError, match=r"gone/my_vidoes: videos directory not found$"):   # no parent to look in
+    assert str(info.value) == (f"{tmp_path / 'my_vidoes'}: videos directory not found "
+                               f"(did you mean '{tmp_path / 'my_videos'}'?)")
+    with pytest.raises(RecipeError, match=r"gone/my_vidoes: videos directory not found$"):   # nothing close to gone
         list_inputs(tmp_path / "gone" / "my_vidoes")
+    with pytest.raises(RecipeError) as info:   # the mistyped part above the folder: it was not looked at
+        list_inputs(tmp_path / "my_vidoes" / "run1")
+    assert str(info.value) == (f"{tmp_path / 'my_vidoes' / 'run1'}: videos directory not found "
+                               f"(did you mean '{tmp_path / 'my_videos' / 'run1'}'?)")
 
 
 def test_a_folder_that_is_a_dangling_symlink_says_so(tmp_path: Path) -> None:

@@ -648,3 +648,22 @@ def test_a_mistyped_run_directory_is_not_called_a_file(tmp_path: Path) -> None:
     with pytest.raises(ScorecardError) as info:
         load_scorecard(scorecard_file(tmp_path / "nope"))
     assert str(info.value) == f"{tmp_path / 'nope'}: no such run directory or scorecard file"
+
+
+def test_a_mistyped_recipe_in_a_run_path_names_the_run_meant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pinbench diff runs/dynamic-degre/my-model/scorecard.json`` said only "file not found" (and report, compare,
+    view the same of a mistyped run directory): the first missing part of the path has a close folder beside it,
+    and the line names the path meant, as typed (relative stays relative)."""
+    (tmp_path / "runs" / "dynamic-degree" / "my-model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScorecardError) as info:
+        load_scorecard(Path("runs/dynamic-degre/my-model/scorecard.json"))
+    assert str(info.value) == ("runs/dynamic-degre/my-model/scorecard.json: no such run directory or scorecard file "
+                               "(did you mean 'runs/dynamic-degree/my-model/scorecard.json'?)")
+    with pytest.raises(ScorecardError) as info:
+        load_scorecard(scorecard_file(Path("runs/dynamic-degree/my-modle")))
+    assert str(info.value) == ("runs/dynamic-degree/my-modle: no such run directory or scorecard file "
+                               "(did you mean 'runs/dynamic-degree/my-model'?)")
+    with pytest.raises(ScorecardError) as info:   # nothing close: the plain line
+        load_scorecard(Path("runs/paibench-c/Cosmos3-Nano/scorecard.json"))
+    assert str(info.value) == "runs/paibench-c/Cosmos3-Nano/scorecard.json: no such run directory or scorecard file"

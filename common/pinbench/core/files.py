@@ -25,7 +25,7 @@ from pathlib import Path, PurePath
 from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK
 from typing import Any, ParamSpec, TypeVar
 
-from pinbench.core.options import expand_user
+from pinbench.core.options import closest, expand_user
 
 _CHUNK = 1 << 20
 T = TypeVar("T")
@@ -608,6 +608,21 @@ def topmost_missing(path: Path) -> Path | None:
     while not os.path.lexists(path) and path != path.parent:
         top, path = path, path.parent
     return top
+
+
+def mistyped_path(path: Path) -> str:
+    """`` (did you mean 'runs/dynamic-degree/mine'?)`` for a ``path`` that is not there when its outermost missing
+    part has a folder beside it with a close name (a mistyped recipe, checkpoint or folder anywhere in the path, not
+    only its last name), the rest of the path kept; ``""`` when there is none or ``path`` exists."""
+    if (top := topmost_missing(path)) is None:
+        return ""
+    try:
+        beside = [entry.name for entry in os.scandir(top.parent) if entry.is_dir()]
+    except OSError:   # unreadable: nothing to suggest
+        return ""
+    if (name := closest(top.name, beside)) is None:
+        return ""
+    return f" (did you mean {str(top.parent / name / path.relative_to(top))!r}?)"
 
 
 def _tree_names(folder: Path) -> Iterator[str]:

@@ -38,6 +38,7 @@ from pinbench.core.files import (
     FileState,
     NotRegularFile,
     exclusive,
+    mistyped_path,
     not_a_folder,
     open_regular,
     read_json_cache,
@@ -46,7 +47,6 @@ from pinbench.core.files import (
     shown_name,
     write_json_cache,
 )
-from pinbench.core.options import did_you_mean
 from pinbench.core.runner import sample_id_problem
 from pinbench.core.task import Task
 
@@ -88,11 +88,7 @@ def folder_not_found(root: Path, what: str) -> str:
     ``-o videos=my_vidoes`` names ``my_videos``; a dangling symlink, its target (``ls`` shows the link there)."""
     if os.path.islink(root):
         return f"{root}: {what} directory not found: a dangling symlink (to {os.readlink(root)!r})"
-    try:
-        beside = [entry.name for entry in os.scandir(root.parent) if entry.is_dir()]
-    except OSError:   # its parent is missing or unreadable too: nothing to suggest
-        beside = []
-    return f"{root}: {what} directory not found{did_you_mean(root.name, beside)}"
+    return f"{root}: {what} directory not found{mistyped_path(root)}"
 
 
 def list_inputs(root: Path, suffixes: Sequence[str] = VIDEO_SUFFIXES, *, what: str = "videos") -> list[InputFile]:

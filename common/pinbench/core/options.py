@@ -153,7 +153,8 @@ class OptionSpec:
         if not value:
             raise OptionError(f"{where}: empty value")
         if self.choices and value not in self.choices:
-            raise OptionError(f"{where}: {value!r} is not one of {', '.join(self.choices)}")
+            raise OptionError(f"{where}: {value!r} is not one of {', '.join(self.choices)}"
+                              f"{did_you_mean(value, self.choices)}")
         if self.pattern is not None and not re.fullmatch(self.pattern, value):
             raise OptionError(f"{where}: {value!r} does not match {self.pattern} ({self.help})")
         if self.type == "path":
@@ -262,12 +263,17 @@ class ParsedOptions:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-def did_you_mean(name: str, known: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``known`` (difflib), or ``""`` when none is close."""
+def closest(name: str, known: Sequence[str]) -> str | None:
+    """The closest of ``known`` to ``name`` (difflib), or None when none is close."""
     import difflib
 
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return close[0] if close else None
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known``, or ``""`` when none is close."""
+    return f" (did you mean {match!r}?)" if (match := closest(name, known)) else ""
 
 
 def parse_options(specs: Mapping[str, OptionSpec], given: Mapping[str, str], env: Mapping[str, str], *,

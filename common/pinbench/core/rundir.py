@@ -54,6 +54,7 @@ from pinbench.core.files import (
     enclosing,
     first_names,
     loads_json,
+    mistyped_path,
     no_folder_at,
     not_regular,
     open_regular,
@@ -280,7 +281,8 @@ def not_a_run_directory(out_dir: Path, read: Callable[[Path], list[ShardManifest
     a run that status showed as 0 tasks and check as a missing scorecard. ``read``: how to read the manifests (a
     caller that reads them next passes a cached reader, so they are read once)."""
     if not out_dir.is_dir():   # what is there instead: a loop was "no such directory, or not a directory"
-        return f"{out_dir}: not a run directory ({no_folder_at(out_dir) or 'no such directory'})"
+        what = no_folder_at(out_dir) or "no such directory"
+        return f"{out_dir}: not a run directory ({what}){mistyped_path(out_dir)}"
     submissions = out_dir / SLURM_DIR / SUBMISSIONS
     if ((out_dir / "scorecard.json").is_file() or (out_dir / IDENTITY_FILE).is_file()
             or (os.path.lexists(submissions) and ((text := read_regular_text(submissions)) is None or text.strip()))):

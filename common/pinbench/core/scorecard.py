@@ -55,6 +55,7 @@ from pinbench.core.files import (
     counted,
     json_error,
     loads_finite_json,
+    mistyped_path,
     read_regular_bytes,
     write_atomic,
 )
@@ -734,8 +735,8 @@ def load_scorecard(path: Path | str) -> Scorecard:
     try:
         text = read_regular_bytes(path).decode("utf-8")
     except MissingFile as exc:   # a run directory without one yet said only "file not found"
-        if path.name != "scorecard.json" and not os.path.lexists(path):   # a mistyped run directory: no "file"
-            raise ScorecardError(path, "no such run directory or scorecard file") from None
+        if not os.path.lexists(path.parent if path.name == "scorecard.json" else path):   # a mistyped run: no "file"
+            raise ScorecardError(path, f"no such run directory or scorecard file{mistyped_path(path)}") from None
         unfinished = (path.parent / IDENTITY_FILE).is_file()
         raise ScorecardError(path, exc.reason + (f": no scorecard yet (its run is still going, was stopped, or its "
                                                  f"shards await the merge: pinbench status {path.parent})"

@@ -73,7 +73,8 @@ def test_a_videos_folder_that_is_not_there_is_named_before_the_release_is_fetche
     (tmp_path / "my-rollouts").mkdir()   # a mistyped folder names the one beside it
     cfg = get_recipe("remembench").config("mine", options={**options, "videos": str(tmp_path / "my-rollout")}, env={})
     inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
-    assert inputs == [f"{tmp_path / 'my-rollout'}: videos directory not found (did you mean 'my-rollouts'?)"]
+    assert inputs == [f"{tmp_path / 'my-rollout'}: videos directory not found "
+                      f"(did you mean '{tmp_path / 'my-rollouts'}'?)"]
     (tmp_path / "rollout.mp4").write_bytes(b"")
     cfg = get_recipe("remembench").config("mine", options={**options, "videos": str(tmp_path / "rollout.mp4")}, env={})
     inputs = [f.line for f in doctor_module.doctor(cfg, None) if f.check == "inputs"]
