@@ -4448,6 +4448,58 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     assert _still_running(pids, 1) == []
 
 
+INTERRUPTED_IN_THE_LOCK = """
+import json, os, signal, subprocess, sys, threading
+from pathlib import Path
+from pinbench.core.generation import Request
+from pinbench.ops import generation
+
+class Interrupting:   # Popen's wait lock: Ctrl-C as its first non-blocking take returns, before the try
+    def __init__(self):
+        self.lock, self.armed = threading.Lock(), True
+    def acquire(self, blocking=True, timeout=-1):
+        got = self.lock.acquire(blocking, timeout)
+        if got and not blocking and self.armed:
+            self.armed = False
+            os.kill(os.getpid(), signal.SIGINT)
+        return got
+    def release(self):
+        self.lock.release()
+    def __enter__(self):
+        return self.lock.__enter__()
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+class Popen(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._waitpid_lock = Interrupting()
+
+subprocess.Popen = Popen
+tmp = Path(sys.argv[1])
+request = Request.from_json(json.loads(sys.argv[2]))
+generation._run_command(["bash", "-c", f"kill -INT {os.getpid()}; exec sleep 100", "{out}"], request,
+                        tmp / "t2v-000.mp4", 100, tmp / "log", tmp)
+"""
+
+
+def test_ctrl_c_as_the_run_takes_the_wait_lock_of_its_command_s_process_stops_the_run(tmp_path: Path) -> None:
+    """Ctrl-C that came as the run's ``Popen.wait(timeout=...)`` for its command's guard had just taken the Popen's
+    wait lock, before the ``try`` that gives it back: the lock stayed taken, and the run's last wait for the guard
+    (``_stop``) waited on it forever, the guard long dead: 1 run in 60 on a loaded 2-core machine did not end on
+    Ctrl-C. Here the lock sends that SIGINT itself as its first non-blocking take returns; the command sends one
+    too (``kill -INT``), for a run that takes no such lock."""
+    code = INTERRUPTED_IN_THE_LOCK
+    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), json.dumps(_request().to_json())],
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = run.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.communicate()
+        pytest.fail("the run did not end within 30 s of Ctrl-C")
+    assert run.returncode == -signal.SIGINT and "KeyboardInterrupt" in stderr, stderr
+
 def test_requests_of_a_fixture_name_the_fixture_run_directory_they_cannot_write(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--fixture builds the fixture's data in the fixture run's directory (runs/<recipe>/fixture-fixture, from the
