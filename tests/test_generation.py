@@ -2693,6 +2693,17 @@ def _cache_bytes(root: Path) -> int:
     return prune(root, float("inf")).kept_bytes
 
 
+def _cached_generator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str,
+                      calls: Path) -> tuple[str, dict[str, str]]:
+    """The generator and its options of a sample-cache test: ``RENDER`` one by one, or a batched one on PYTHONPATH;
+    each counts its calls in ``calls``."""
+    if form == "one by one":
+        return RENDER, {"calls": str(calls)}
+    (tmp_path / "batched_generator.py").write_text(BATCHED.format(calls=str(calls)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    return "python:batched_generator:make", {}
+
+
 @pytest.mark.parametrize("form", ["one by one", "in one batch"])
 def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], form: str) -> None:
@@ -2702,12 +2713,7 @@ def test_another_run_directory_takes_the_rollouts_from_the_sample_cache(
     another generator never takes another's."""
     cache, calls = tmp_path / "cache", tmp_path / "calls"
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
-    if form == "one by one":
-        generator, options = RENDER, {"calls": str(calls)}
-    else:
-        (tmp_path / "batched_generator.py").write_text(BATCHED.format(calls=str(calls)))
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
-        generator, options = "python:batched_generator:make", {}
+    generator, options = _cached_generator(tmp_path, monkeypatch, form, calls)
     first = _run(tmp_path / "a", generator, **options)
     assert first.exit_code == 0 and len(_calls(calls)) == 4
     capfd.readouterr()
@@ -2749,12 +2755,7 @@ def test_a_prune_after_a_cached_rollout_was_found_costs_the_run_nothing(
 
     cache, calls = tmp_path / "cache", tmp_path / "calls"
     monkeypatch.setenv("PINBENCH_SAMPLE_CACHE", str(cache))
-    if form == "one by one":
-        generator, options = RENDER, {"calls": str(calls)}
-    else:
-        (tmp_path / "batched_generator.py").write_text(BATCHED.format(calls=str(calls)))
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
-        generator, options = "python:batched_generator:make", {}
+    generator, options = _cached_generator(tmp_path, monkeypatch, form, calls)
     assert _run(tmp_path / "a", generator, **options).exit_code == 0 and len(_calls(calls)) == 4
     real = generation.RolloutCache.get
 
