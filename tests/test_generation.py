@@ -4449,7 +4449,7 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     assert _still_running(pids, 1) == []
 
 
-INTERRUPTED_IN_THE_LOCK = """
+_INTERRUPTING_LOCK = """
 import json, os, signal, subprocess, sys, threading
 from pathlib import Path
 from pinbench.core.generation import Request
@@ -4479,6 +4479,8 @@ class Popen(subprocess.Popen):
 subprocess.Popen = Popen
 tmp = Path(sys.argv[1])
 request = Request.from_json(json.loads(sys.argv[2]))
+"""
+INTERRUPTED_IN_THE_LOCK = _INTERRUPTING_LOCK + """
 generation._run_command(["bash", "-c", f"kill -INT {os.getpid()}; exec sleep 100", "{out}"], request,
                         tmp / "t2v-000.mp4", 100, tmp / "log", tmp)
 """
@@ -4500,6 +4502,33 @@ def test_ctrl_c_as_the_run_takes_the_wait_lock_of_its_command_s_process_stops_th
         run.communicate()
         pytest.fail("the run did not end within 30 s of Ctrl-C")
     assert run.returncode == -signal.SIGINT and "KeyboardInterrupt" in stderr, stderr
+
+
+def test_ctrl_c_as_a_python_generator_s_run_takes_the_wait_lock_of_its_worker_s_process_stops_the_run(
+        tmp_path: Path) -> None:
+    """The Python generator's side of the test above: Ctrl-C as the run's check that its worker still runs
+    (``Worker._ask``'s ``poll()``, before each request after the first) had just taken the worker's Popen wait lock.
+    The lock stays taken; the run ends all the same, as its stop of the worker (``_stop``) takes no such lock."""
+    (tmp_path / "chatty.py").write_text(_CHATTY)
+    code = _INTERRUPTING_LOCK + """
+worker = generation.Worker("chatty:make", {}, tmp / "log")
+try:
+    for _ in range(3):
+        worker.generate(request, tmp / "t2v-000.mp4", 100)
+finally:
+    worker.stop()
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), json.dumps(_request().to_json())],
+                           stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    try:
+        _, stderr = run.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.communicate()
+        pytest.fail("the run did not end within 30 s of Ctrl-C")
+    assert run.returncode == -signal.SIGINT and "in poll" in stderr and "KeyboardInterrupt" in stderr, stderr
+    assert (tmp_path / "log").read_text().count("loading the model") == 1   # the first request made, the second not
 
 def test_requests_of_a_fixture_name_the_fixture_run_directory_they_cannot_write(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
