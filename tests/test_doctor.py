@@ -188,7 +188,7 @@ def test_too_few_or_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_visible_gpus_honours_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     smi = "0, GPU-aaa, NVIDIA H200, 143771\n1, GPU-bbb, NVIDIA H200, 143771\n"
     monkeypatch.setattr(doctor.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
-    monkeypatch.setattr(doctor.subprocess, "run",
+    monkeypatch.setattr(doctor.processes, "run",
                         lambda *a, **k: type("P", (), {"returncode": 0, "stdout": smi})())
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbb")
     ((index, name, gb),) = doctor.visible_gpus()

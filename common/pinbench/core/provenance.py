@@ -27,6 +27,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from pinbench import __version__
+from pinbench.core import processes
 from pinbench.core.notices import announced
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -956,8 +957,7 @@ def _git(*args: str) -> str | None:
     if shutil.which("git") is None:
         return None
     try:
-        proc = subprocess.run(["git", "-C", str(PACKAGE_DIR), *args], capture_output=True, text=True,
-                              timeout=20, check=False)
+        proc = processes.run(["git", "-C", str(PACKAGE_DIR), *args], timeout_s=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -1143,8 +1143,7 @@ def _driver_version() -> str | None:
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20, check=False)
+        proc = processes.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], timeout_s=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = proc.stdout.strip().splitlines() if proc.returncode == 0 else []

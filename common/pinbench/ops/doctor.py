@@ -29,6 +29,7 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinbench.core import processes
 from pinbench.core.files import (
     FileState,
     cache_root,
@@ -426,9 +427,8 @@ def visible_gpus() -> list[tuple[str, str, float]] | None:
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        proc = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total",
-                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                              timeout=_NVIDIA_SMI_TIMEOUT_S, check=False)
+        proc = processes.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total",
+                              "--format=csv,noheader,nounits"], _NVIDIA_SMI_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:

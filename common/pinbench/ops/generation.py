@@ -41,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import tokenize
 import traceback
 import unicodedata
@@ -89,6 +88,7 @@ from pinbench.core.inputs import InputDigests, InputFileError
 from pinbench.core.jsonfields import JsonBlock
 from pinbench.core.notices import notice
 from pinbench.core.options import OFFLINE_VARS, OptionError, boolean
+from pinbench.core.processes import exited, reap
 from pinbench.core.provenance import one_line, printable, redact, scrub, secret_flag_values
 from pinbench.core.recipe import Recipe
 from pinbench.core.run import GENERATION, Run, die_with_parent
@@ -975,8 +975,8 @@ def _run_command(argv: Sequence[str], request: Request, out: Path, timeout_s: fl
             sink.handed()
         code: int | None = None
         try:
-            if _exited(proc, timeout_s):
-                code = _reap(proc)
+            if exited(proc, timeout_s):
+                code = reap(proc)
         finally:   # its group too: what it left running held the log's pipe (the join's 5 s) and outlived the run
             try:   # (a guard still running: past the time limit, or the run stopped by Ctrl-C or SIGTERM)
                 _stop(proc)
@@ -1058,47 +1058,16 @@ def _stop(proc: subprocess.Popen) -> None:
     SIGKILL alone killed the guard first, and a daemon in a session of its own (``setsid``), out of the group,
     outlived the run (its time limit, Ctrl-C or SIGTERM to the run). SIGCONT after the SIGTERM, as ``scancel`` does:
     a guard the command stopped (``kill -STOP 0``) held its SIGTERM, and its daemons ran on. Signals go only to a
-    guard not yet reaped (``_exited``), whose pid no other process can have."""
+    guard not yet reaped (``exited``), whose pid no other process can have."""
     try:
-        if not _exited(proc, 0):
+        if not exited(proc, 0):
             os.kill(proc.pid, signal.SIGTERM)
             os.kill(proc.pid, signal.SIGCONT)
-            _exited(proc, _GUARD_STOP_S)
+            exited(proc, _GUARD_STOP_S)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        _reap(proc)
-
-
-def _exited(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Whether the guard ``proc`` has ended, waiting up to ``timeout_s`` for it; left for ``_reap``
-    (``WNOWAIT``). Never ``Popen.wait(timeout=...)`` nor ``poll()``: Ctrl-C (or SIGTERM's Terminated) raised between
-    their non-blocking take of the Popen's wait lock and the ``try`` that gives it back left the lock taken, and
-    ``_stop``'s last wait waited on it forever: a run that Ctrl-C did not stop (1 in 60 on a loaded 2-core
-    machine). Here an exception anywhere leaves nothing half done."""
-    deadline, delay = time.monotonic() + timeout_s, 0.001
-    while True:
-        try:
-            if proc.returncode is not None or os.waitid(os.P_PID, proc.pid,
-                                                        os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return True
-        except ChildProcessError:   # reaped
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        time.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.05)
-
-
-def _reap(proc: subprocess.Popen) -> int | None:
-    """The guard ``proc``'s exit status, once it has ended or will (``_exited``, ``_stop``'s SIGKILL): waited for
-    without the Popen's wait lock, which an interrupted ``Popen`` wait may have left taken (``_exited``). None where
-    it was reaped already and its status lost (an exception between that wait and its store)."""
-    if proc.returncode is None:
-        with contextlib.suppress(ChildProcessError):
-            proc.returncode = os.waitstatus_to_exitcode(os.waitpid(proc.pid, 0)[1])
-    return proc.returncode
+        reap(proc)
 
 
 # ------------------------------------------------------------------------------------------- the worker

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pinbench.core import processes
 from pinbench.core.provenance import KEPT_SECRETS_ENV
 
 TIMEOUT_S = 60
@@ -88,8 +89,7 @@ def _run(argv: Sequence[str], timeout: float = TIMEOUT_S,
     options and ``--generator``, so it was one more copy of every secret in the job's recorded environment."""
     inherited = {name: value for name, value in os.environ.items() if name != KEPT_SECRETS_ENV}
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False,
-                              env={**inherited, **(env or {})})
+        return processes.run(argv, timeout, env={**inherited, **(env or {})})
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found on PATH (run this on a Slurm login node)") from None
     except subprocess.TimeoutExpired:
