@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -112,3 +116,52 @@ def slurm_cluster():
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+_INTERRUPTING_LOCK = """
+import os as _os, signal as _signal, subprocess as _subprocess, threading as _threading
+
+class _Interrupting:   # Popen's wait lock: the signal as its first non-blocking take returns, before the try
+    def __init__(self):
+        self.lock, self.armed = _threading.Lock(), True
+    def acquire(self, blocking=True, timeout=-1):
+        got = self.lock.acquire(blocking, timeout)
+        if got and not blocking and self.armed:
+            self.armed = False
+            _os.kill(_os.getpid(), _signal.{signal})
+        return got
+    def release(self):
+        self.lock.release()
+    def __enter__(self):
+        return self.lock.__enter__()
+    def __exit__(self, *exc):
+        return self.lock.__exit__(*exc)
+
+class _Popen(_subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._waitpid_lock = _Interrupting()
+
+_subprocess.Popen = _Popen
+"""
+
+
+@pytest.fixture
+def signalled_in_the_wait_lock() -> Callable[..., tuple[int, str, str]]:
+    """Run Python ``code`` (with ``args`` as its argv) in a process of its own whose every Popen wait lock sends it
+    ``signum`` as its first non-blocking take returns, before the ``try`` that gives the lock back: the window where
+    Python 3.11 left the lock taken on Ctrl-C or SIGTERM, and a later wait hung. Returns (returncode, stdout,
+    stderr); the test fails where the process did not end within 30 s."""
+    def run(code: str, signum: int, *args: str, **popen: object) -> tuple[int, str, str]:
+        name = signal.Signals(signum).name
+        proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTING_LOCK.format(signal=name) + code, *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                **popen)  # type: ignore[call-overload]
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"the process did not end within 30 s of {name} in its Popen wait lock")
+        return proc.returncode, stdout, stderr
+    return run

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -4449,68 +4450,40 @@ def test_a_daemon_a_command_left_in_a_session_of_its_own_is_stopped_when_the_run
     assert _still_running(pids, 1) == []
 
 
-_INTERRUPTING_LOCK = """
-import json, os, signal, subprocess, sys, threading
+_A_REQUEST = """
+import json, os, sys
 from pathlib import Path
 from pinbench.core.generation import Request
 from pinbench.ops import generation
 
-class Interrupting:   # Popen's wait lock: Ctrl-C as its first non-blocking take returns, before the try
-    def __init__(self):
-        self.lock, self.armed = threading.Lock(), True
-    def acquire(self, blocking=True, timeout=-1):
-        got = self.lock.acquire(blocking, timeout)
-        if got and not blocking and self.armed:
-            self.armed = False
-            os.kill(os.getpid(), signal.SIGINT)
-        return got
-    def release(self):
-        self.lock.release()
-    def __enter__(self):
-        return self.lock.__enter__()
-    def __exit__(self, *exc):
-        return self.lock.__exit__(*exc)
-
-class Popen(subprocess.Popen):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._waitpid_lock = Interrupting()
-
-subprocess.Popen = Popen
 tmp = Path(sys.argv[1])
 request = Request.from_json(json.loads(sys.argv[2]))
 """
-INTERRUPTED_IN_THE_LOCK = _INTERRUPTING_LOCK + """
+INTERRUPTED_IN_THE_LOCK = _A_REQUEST + """
 generation._run_command(["bash", "-c", f"kill -INT {os.getpid()}; exec sleep 100", "{out}"], request,
                         tmp / "t2v-000.mp4", 100, tmp / "log", tmp)
 """
 
 
-def test_ctrl_c_as_the_run_takes_the_wait_lock_of_its_command_s_process_stops_the_run(tmp_path: Path) -> None:
+def test_ctrl_c_as_the_run_takes_the_wait_lock_of_its_command_s_process_stops_the_run(
+        tmp_path: Path, signalled_in_the_wait_lock: Callable[..., tuple[int, str, str]]) -> None:
     """Ctrl-C that came as the run's ``Popen.wait(timeout=...)`` for its command's guard had just taken the Popen's
     wait lock, before the ``try`` that gives it back: the lock stayed taken, and the run's last wait for the guard
     (``_stop``) waited on it forever, the guard long dead: 1 run in 60 on a loaded 2-core machine did not end on
     Ctrl-C. Here the lock sends that SIGINT itself as its first non-blocking take returns; the command sends one
     too (``kill -INT``), for a run that takes no such lock."""
-    code = INTERRUPTED_IN_THE_LOCK
-    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), json.dumps(_request().to_json())],
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        _, stderr = run.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        run.communicate()
-        pytest.fail("the run did not end within 30 s of Ctrl-C")
-    assert run.returncode == -signal.SIGINT and "KeyboardInterrupt" in stderr, stderr
+    code, _, stderr = signalled_in_the_wait_lock(INTERRUPTED_IN_THE_LOCK, signal.SIGINT, str(tmp_path),
+                                                 json.dumps(_request().to_json()))
+    assert code == -signal.SIGINT and "KeyboardInterrupt" in stderr, stderr
 
 
 def test_ctrl_c_as_a_python_generator_s_run_takes_the_wait_lock_of_its_worker_s_process_stops_the_run(
-        tmp_path: Path) -> None:
+        tmp_path: Path, signalled_in_the_wait_lock: Callable[..., tuple[int, str, str]]) -> None:
     """The Python generator's side of the test above: Ctrl-C as the run's check that its worker still runs
     (``Worker._ask``'s ``poll()``, before each request after the first) had just taken the worker's Popen wait lock.
     The lock stays taken; the run ends all the same, as its stop of the worker (``_stop``) takes no such lock."""
     (tmp_path / "chatty.py").write_text(_CHATTY)
-    code = _INTERRUPTING_LOCK + """
+    code = _A_REQUEST + """
 worker = generation.Worker("chatty:make", {}, tmp / "log")
 try:
     for _ in range(3):
@@ -4519,15 +4492,9 @@ finally:
     worker.stop()
 """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), json.dumps(_request().to_json())],
-                           stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
-    try:
-        _, stderr = run.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        run.communicate()
-        pytest.fail("the run did not end within 30 s of Ctrl-C")
-    assert run.returncode == -signal.SIGINT and "in poll" in stderr and "KeyboardInterrupt" in stderr, stderr
+    returncode, _, stderr = signalled_in_the_wait_lock(code, signal.SIGINT, str(tmp_path),
+                                                       json.dumps(_request().to_json()), env=env)
+    assert returncode == -signal.SIGINT and "in poll" in stderr and "KeyboardInterrupt" in stderr, stderr
     assert (tmp_path / "log").read_text().count("loading the model") == 1   # the first request made, the second not
 
 def test_requests_of_a_fixture_name_the_fixture_run_directory_they_cannot_write(

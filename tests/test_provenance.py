@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import platform
 import re
 import shutil
@@ -174,54 +173,26 @@ def test_git_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 
-_TERMINATED_IN_THE_WAIT_LOCK = """
-import json, os, signal, subprocess, sys, threading
+_GIT_STATE_UNDER_A_CLAIM = """
+import json
 from pinbench.core import provenance
 from pinbench.core.rundir import terminate_as_exit
 
-class Interrupting:   # Popen's wait lock: SIGTERM as its first non-blocking take returns, before the try
-    def __init__(self):
-        self.lock, self.armed = threading.Lock(), True
-    def acquire(self, blocking=True, timeout=-1):
-        got = self.lock.acquire(blocking, timeout)
-        if got and not blocking and self.armed:
-            self.armed = False
-            os.kill(os.getpid(), signal.SIGTERM)
-        return got
-    def release(self):
-        self.lock.release()
-    def __enter__(self):
-        return self.lock.__enter__()
-    def __exit__(self, *exc):
-        return self.lock.__exit__(*exc)
-
-class Popen(subprocess.Popen):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._waitpid_lock = Interrupting()
-
-subprocess.Popen = Popen
 with terminate_as_exit():
     print(json.dumps(provenance.git_state()))
 """
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_state_under_a_claim_takes_no_popen_wait_lock_that_sigterm_can_leave_taken(tmp_path: Path) -> None:
+def test_git_state_under_a_claim_takes_no_popen_wait_lock_that_sigterm_can_leave_taken(
+        tmp_path: Path, signalled_in_the_wait_lock: Callable[..., tuple[int, str, str]]) -> None:
     """SIGTERM (``terminate_as_exit``'s ``Terminated``) as ``subprocess.run(timeout=...)``'s wait for git had just
     taken the Popen's wait lock, before the ``try`` that gives it back: the lock stayed taken and ``Popen.__exit__``
     waited on it forever, so a run whose directory was claimed hung instead of ending on SIGTERM. Here the lock
     sends that SIGTERM itself as its first non-blocking take returns; git's wait takes no such lock, so the state
     is read and the process ends."""
-    run = subprocess.Popen([sys.executable, "-c", _TERMINATED_IN_THE_WAIT_LOCK], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path)
-    try:
-        stdout, stderr = run.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        run.communicate()
-        pytest.fail("git_state did not end within 30 s")
-    assert run.returncode == 0, stderr
+    code, stdout, stderr = signalled_in_the_wait_lock(_GIT_STATE_UNDER_A_CLAIM, signal.SIGTERM, cwd=tmp_path)
+    assert code == 0, stderr
     assert set(json.loads(stdout)) == {"commit", "dirty"}
 
 
