@@ -108,7 +108,7 @@ def while_unchanged(files: Callable[P, Sequence[Path]], maxsize: int = 8) -> Cal
     """Cache a reader by its arguments and the ``tree_state`` of the files it reads (``files(*args)`` names them):
     a long-running ``pinbench view`` server shows a run directory or data folder as it is now (a rerun, a regenerated
     run, an edited file), where a cache by path showed what it read first until restarted. A call on unchanged files
-    costs their stats (its arguments are hashable)."""
+    costs their stats (its arguments are hashable), none inside ``one_snapshot``."""
     def wrap(read: Callable[P, T]) -> Callable[P, T]:
         @lru_cache(maxsize=maxsize)
         def cached(state: Tree, *args: Any, **kwargs: Any) -> T:
@@ -116,9 +116,31 @@ def while_unchanged(files: Callable[P, Sequence[Path]], maxsize: int = 8) -> Cal
 
         @wraps(read)
         def call(*args: P.args, **kwargs: P.kwargs) -> T:
-            return cached(tree_state(files(*args, **kwargs)), *args, **kwargs)
+            if _SNAPSHOT is None:
+                return cached(tree_state(files(*args, **kwargs)), *args, **kwargs)
+            key = (cached, args, tuple(sorted(kwargs.items())))
+            if key not in _SNAPSHOT:
+                _SNAPSHOT[key] = cached(tree_state(files(*args, **kwargs)), *args, **kwargs)
+            return _SNAPSHOT[key]
         return call
     return wrap
+
+
+_SNAPSHOT: dict[Any, Any] | None = None   # inside ``one_snapshot``: each ``while_unchanged`` reading, taken once
+
+
+@contextmanager
+def one_snapshot() -> Iterator[None]:
+    """Inside it, each ``while_unchanged`` reader reads and stats its files once: a bundle written in one go (a
+    report's or ``compare --report``'s sample pages) shows one state of the runs, and CameraBench's 11,222 pages,
+    each stat'ing the data folder's entries again, made ``compare --report`` 18 s and 1.3 GB (3.6 s before)."""
+    global _SNAPSHOT
+    outer = _SNAPSHOT
+    _SNAPSHOT = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _SNAPSHOT = outer
 
 
 _NOT_REGULAR = ((S_ISDIR, "is a directory"), (S_ISFIFO, "a FIFO (named pipe)"), (S_ISCHR, "a character device"),

@@ -31,6 +31,7 @@ from pinbench.core.files import (
     cache_root,
     claim_output_folder,
     creation_mode,
+    one_snapshot,
     read_regular_text,
     regular_sha256,
     sha256_fd,
@@ -327,7 +328,7 @@ def write_bundle(view: View, dest: Path, *, copy_media: bool = True,
                         earlier=_earlier_bundle)
     for folder in ("data", "media"):
         (dest / folder).mkdir(exist_ok=True)
-    with _held(dest):
+    with _held(dest), one_snapshot():
         return _write_held(view, dest, copy_media=copy_media, progress=progress)
 
 
