@@ -104,7 +104,7 @@ def sample_media(run: RunInputs, sample_id: str, result: Mapping[str, Any] | Non
     kept = None if run.aside else _kept(store)
     if kept is not None and kept.problem is not None:
         media.problems.append(kept.problem)
-    path = run.dir / GENERATION / REQUESTS_FILE
+    path = store / REQUESTS_FILE
     requests = _requests(path)
     if requests.problem is not None:
         media.problems.append(requests.problem)

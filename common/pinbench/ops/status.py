@@ -204,7 +204,7 @@ def _writer(out_dir: Path) -> Writer | None:
     if alive:
         return Writer(lock)
     pid = holder.get("pid")
-    return Writer(lock, host=str(holder.get("host") or "unknown"),
+    return Writer(lock, host=_host(holder),
                   pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None)
 
 
@@ -215,11 +215,16 @@ def _shard_lock(out_dir: Path, shard: ShardStatus) -> tuple[bool | None, str | N
     names = [lock_name(Shard(shard.index, shard.count)), *([lock_name(None)] if shard.count == 1 else [])]
     holders = [read_json_object(lock) for name in names if os.path.lexists(lock := out_dir / LOCK_DIR / f"{name}.lock")]
     alive = [None if holder is None else process_alive(holder) for holder in holders]   # None: names no holder
-    hosts = [str(holder.get("host") or "unknown") for holder, live in zip(holders, alive, strict=True)
+    hosts = [_host(holder) for holder, live in zip(holders, alive, strict=True)
              if holder is not None and live is None]
     if True in alive:
         return True, None
     return (None, hosts[0] if hosts else None) if None in alive else (False, None)
+
+
+def _host(holder: Mapping[str, object]) -> str:
+    """The host a lock's holder names (another one's: its process cannot be checked from here)."""
+    return str(holder.get("host") or "unknown")
 
 
 def _shards(manifests: list[ShardManifest], count: int, stand_ins: Callable[[], Mapping[str, SampleRecord]]
